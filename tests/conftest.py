@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+import pytest
+
+from tests.support.helm import HELM_NAMES, REPO, Helm, helm_binary
+
+
+@pytest.fixture(scope="session")
+def repo():
+    return REPO
+
+
+@pytest.fixture(scope="session", params=HELM_NAMES)
+def helm(request) -> Helm:
+    """Each chart test runs once with Helm 3 and once with Helm 4."""
+    path = helm_binary(request.param)
+    if path is None:
+        pytest.skip(f"{request.param} is not installed: run `make tools` (ci/install-tools.sh)")
+    return Helm(request.param, path)

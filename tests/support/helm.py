@@ -1,0 +1,74 @@
+"""Render charts with the real Helm binaries that `make tools` installs into .tools/bin."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+TOOLS_BIN = Path(os.environ.get("TOOLS_BIN", REPO / ".tools" / "bin"))
+HELM_NAMES = ("helm3", "helm4")
+
+
+def helm_binary(name: str) -> str | None:
+    """Path of the pinned Helm binary `name` (helm3 or helm4), or None when not installed."""
+    candidate = TOOLS_BIN / name
+    if candidate.exists():
+        return str(candidate)
+    return shutil.which(name)
+
+
+@dataclass(frozen=True)
+class Helm:
+    name: str
+    path: str
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run([self.path, *args], capture_output=True, text=True, check=check)
+
+    def template(
+        self,
+        chart: str | Path,
+        values_files: tuple[str | Path, ...] = (),
+        set_values: dict[str, object] | None = None,
+        release: str = "mnist",
+        namespace: str = "default",
+        extra: tuple[str, ...] = (),
+    ) -> subprocess.CompletedProcess:
+        """Run `helm template` without raising; inspect returncode, stdout and stderr."""
+        args = ["template", release, str(chart), "--namespace", namespace, *extra]
+        for f in values_files:
+            args += ["-f", str(f)]
+        for key, value in (set_values or {}).items():
+            flag = "--set-string" if isinstance(value, str) else "--set"
+            args += [flag, f"{key}={_set_literal(value)}"]
+        return self.run(*args, check=False)
+
+    def render(self, chart: str | Path, **kwargs) -> list[dict]:
+        """Render and parse every non-empty document; fail with Helm's message on error."""
+        result = self.template(chart, **kwargs)
+        if result.returncode != 0:
+            raise AssertionError(f"{self.name} template failed:\n{result.stderr}")
+        return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def _set_literal(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "{" + ",".join(_set_literal(v) for v in value) + "}"
+    return str(value)
+
+
+def by_kind(docs: list[dict], kind: str) -> list[dict]:
+    return [d for d in docs if d.get("kind") == kind]
+
+
+def one(docs: list[dict], kind: str) -> dict:
+    found = by_kind(docs, kind)
+    assert len(found) == 1, f"expected exactly one {kind}, got {len(found)}"
+    return found[0]
