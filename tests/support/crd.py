@@ -129,8 +129,14 @@ _StrictValidator = jsonschema.validators.extend(
 )
 
 
+# The API server accepts these at the root of every object, declared in the schema or not.
+_ROOT_FIELDS = {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"}}
+
+
 def _strict_validator(schema: dict):
-    return _StrictValidator(to_strict_json_schema(schema))
+    root = to_strict_json_schema(schema)
+    root["properties"] = {**_ROOT_FIELDS, **root.get("properties", {})}
+    return _StrictValidator(root)
 
 
 def structural_schema_problems(node: dict, path: str = "openAPIV3Schema") -> list[str]:
