@@ -1,0 +1,238 @@
+{{/* Chart name, for the app.kubernetes.io/name label. */}}
+{{- define "pytorchjob-mnist.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Name of the PyTorchJob and prefix of every other object. It is the release name (not
+"<release>-<chart>") because the operator derives pod and Service names from it and the trainer
+sees it in MASTER_ADDR; it is validated, never truncated, in pytorchjob-mnist.validate.
+*/}}
+{{- define "pytorchjob-mnist.fullname" -}}
+{{- default .Release.Name .Values.fullnameOverride }}
+{{- end }}
+
+{{- define "pytorchjob-mnist.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "pytorchjob-mnist.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "pytorchjob-mnist.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "pytorchjob-mnist.labels" -}}
+helm.sh/chart: {{ include "pytorchjob-mnist.chart" . }}
+{{ include "pytorchjob-mnist.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.labels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Image variant: the explicit value, else cuda for GPU jobs and cpu otherwise. */}}
+{{- define "pytorchjob-mnist.variant" -}}
+{{- if .Values.image.variant }}{{ .Values.image.variant }}{{ else if gt (int .Values.gpu) 0 }}cuda{{ else }}cpu{{ end }}
+{{- end }}
+
+{{/* Trainer image tag, by default "<appVersion>-<variant>" like `make image` builds it. */}}
+{{- define "pytorchjob-mnist.imageTag" -}}
+{{- default (printf "%s-%s" .Chart.AppVersion (include "pytorchjob-mnist.variant" .)) .Values.image.tag }}
+{{- end }}
+
+{{/* Trainer image reference "<repository>:<tag>[@<digest>]". */}}
+{{- define "pytorchjob-mnist.image" -}}
+{{- .Values.image.repository }}:{{ include "pytorchjob-mnist.imageTag" . }}{{ with .Values.image.digest }}@{{ . }}{{ end }}
+{{- end }}
+
+{{/* Collective backend: the explicit value, else nccl for GPU jobs and gloo otherwise. */}}
+{{- define "pytorchjob-mnist.backend" -}}
+{{- if ne .Values.backend "auto" }}{{ .Values.backend }}{{ else if gt (int .Values.gpu) 0 }}nccl{{ else }}gloo{{ end }}
+{{- end }}
+
+{{/* spec.nprocPerNode: the explicit value, else one process per GPU with torchrun and 1 without. */}}
+{{- define "pytorchjob-mnist.nprocPerNode" -}}
+{{- if .Values.nprocPerNode }}{{ .Values.nprocPerNode }}{{ else if .Values.torchrun.enabled }}{{ max 1 (int .Values.gpu) }}{{ else }}1{{ end }}
+{{- end }}
+
+{{- define "pytorchjob-mnist.claimName" -}}
+{{- default (printf "%s-storage" (include "pytorchjob-mnist.fullname" .)) .Values.persistence.existingClaim }}
+{{- end }}
+
+{{/* Cluster-scoped, so the namespace is part of the name. */}}
+{{- define "pytorchjob-mnist.hostPathVolumeName" -}}
+{{- printf "%s-%s-storage" .Release.Namespace (include "pytorchjob-mnist.fullname" .) }}
+{{- end }}
+
+{{/* This run's directory on the volume: model, checkpoints and TensorBoard logs live below it. */}}
+{{- define "pytorchjob-mnist.runDir" -}}
+{{- printf "%s/runs/%s/%s" (trimSuffix "/" .Values.persistence.mountPath) .Release.Namespace (include "pytorchjob-mnist.fullname" .) }}
+{{- end }}
+
+{{/* Datasets are shared by all runs on the volume: they are only ever read after the download. */}}
+{{- define "pytorchjob-mnist.dataDir" -}}
+{{- printf "%s/datasets" (trimSuffix "/" .Values.persistence.mountPath) }}
+{{- end }}
+
+{{/* Trainer flags generated from .Values.training, as a YAML list. */}}
+{{- define "pytorchjob-mnist.trainerArgs" -}}
+{{- $t := .Values.training }}
+{{- $runDir := include "pytorchjob-mnist.runDir" . }}
+{{- $args := list "--backend" (include "pytorchjob-mnist.backend" .) "--dataset" $t.dataset }}
+{{- with $t.fallbackDataset }}
+{{- $args = concat $args (list "--fallback-dataset" .) }}
+{{- end }}
+{{- $args = concat $args (list
+  "--epochs" (toString $t.epochs)
+  "--batch-size" (toString $t.batchSize)
+  "--test-batch-size" (toString $t.testBatchSize)
+  "--lr" (toString $t.lr)
+  "--momentum" (toString $t.momentum)
+  "--seed" (toString $t.seed)
+  "--log-interval" (toString $t.logInterval)
+  "--data-dir" (include "pytorchjob-mnist.dataDir" .)
+  "--output-dir" (printf "%s/model" $runDir)
+  "--log-dir" (printf "%s/tensorboard" $runDir)) }}
+{{- if gt (int $t.checkpointEvery) 0 }}
+{{- $args = concat $args (list
+  "--checkpoint-dir" (printf "%s/checkpoints" $runDir)
+  "--checkpoint-every" (toString $t.checkpointEvery)
+  "--keep-checkpoints" (toString $t.keepCheckpoints)) }}
+{{- end }}
+{{- if eq (int .Values.gpu) 0 }}
+{{- /* CUDA images expose every GPU of the node unless told otherwise. */}}
+{{- $args = append $args "--no-cuda" }}
+{{- end }}
+{{- toYaml (concat $args $t.extraArgs) }}
+{{- end }}
+
+{{/* Container resources with the GPU limit merged in (GPUs belong in limits only). */}}
+{{- define "pytorchjob-mnist.resources" -}}
+{{- $resources := deepCopy .Values.resources }}
+{{- if gt (int .Values.gpu) 0 }}
+{{- $limits := default dict $resources.limits }}
+{{- $_ := set $limits "nvidia.com/gpu" (int .Values.gpu) }}
+{{- $_ = set $resources "limits" $limits }}
+{{- end }}
+{{- toYaml $resources }}
+{{- end }}
+
+{{/* The pod template shared by the Master and the Workers. */}}
+{{- define "pytorchjob-mnist.podTemplate" -}}
+metadata:
+  labels:
+    {{- include "pytorchjob-mnist.selectorLabels" . | nindent 4 }}
+    app.kubernetes.io/component: trainer
+    {{- with .Values.labels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with .Values.podAnnotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+spec:
+  {{- with .Values.image.pullSecrets }}
+  imagePullSecrets:
+    {{- range . }}
+    - name: {{ . }}
+    {{- end }}
+  {{- end }}
+  {{- with .Values.podSecurityContext }}
+  securityContext:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.schedulerName }}
+  schedulerName: {{ . }}
+  {{- end }}
+  {{- with .Values.priorityClassName }}
+  priorityClassName: {{ . }}
+  {{- end }}
+  {{- with .Values.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- $tolerations := .Values.tolerations }}
+  {{- if gt (int .Values.gpu) 0 }}
+  {{- $tolerations = append $tolerations (dict "key" "nvidia.com/gpu" "operator" "Exists" "effect" "NoSchedule") }}
+  {{- end }}
+  {{- with $tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  containers:
+    - name: pytorch
+      image: {{ include "pytorchjob-mnist.image" . | quote }}
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      {{- if .Values.command }}
+      command:
+        {{- toYaml .Values.command | nindent 8 }}
+      {{- else if .Values.torchrun.enabled }}
+      command: ["torchrun", "--module", "trainer"]
+      {{- end }}
+      args:
+        {{- if .Values.args }}
+        {{- toYaml .Values.args | nindent 8 }}
+        {{- else }}
+        {{- include "pytorchjob-mnist.trainerArgs" . | nindent 8 }}
+        {{- end }}
+      {{- with .Values.workingDir }}
+      workingDir: {{ . }}
+      {{- end }}
+      env:
+        # Caches go to the writable emptyDir; the operator appends MASTER_*/WORLD_SIZE/RANK/PET_*.
+        - name: XDG_CACHE_HOME
+          value: {{ .Values.scratch.cachePath | quote }}
+        - name: TORCH_HOME
+          value: {{ printf "%s/torch" .Values.scratch.cachePath | quote }}
+        {{- with .Values.env }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      ports:
+        - name: pytorchjob-port
+          containerPort: 23456
+          protocol: TCP
+      {{- with (include "pytorchjob-mnist.resources" . | fromYaml) }}
+      resources:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with .Values.securityContext }}
+      securityContext:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      volumeMounts:
+        - name: storage
+          mountPath: {{ .Values.persistence.mountPath }}
+        - name: tmp
+          mountPath: /tmp
+        - name: cache
+          mountPath: {{ .Values.scratch.cachePath }}
+        {{- if .Values.shm.enabled }}
+        - name: dshm
+          mountPath: /dev/shm
+        {{- end }}
+  volumes:
+    - name: storage
+      {{- if .Values.persistence.enabled }}
+      persistentVolumeClaim:
+        claimName: {{ include "pytorchjob-mnist.claimName" . }}
+      {{- else }}
+      emptyDir: {}
+      {{- end }}
+    - name: tmp
+      emptyDir:
+        sizeLimit: {{ .Values.scratch.tmpSizeLimit }}
+    - name: cache
+      emptyDir:
+        sizeLimit: {{ .Values.scratch.cacheSizeLimit }}
+    {{- if .Values.shm.enabled }}
+    - name: dshm
+      emptyDir:
+        medium: Memory
+        sizeLimit: {{ .Values.shm.sizeLimit }}
+    {{- end }}
+{{- end }}
