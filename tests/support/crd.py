@@ -119,7 +119,7 @@ def _unique_list_entries(validator, rule, instance, schema):
         else:
             key = repr(item)
         if key in seen:
-            described = dict(key) if rule["type"] == "map" else item
+            described = {k: item.get(k) for k in rule["keys"]} if rule["type"] == "map" else item
             yield jsonschema.ValidationError(f"duplicate entry at index {index}: {described}")
         seen.add(key)
 

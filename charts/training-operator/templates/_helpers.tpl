@@ -1,0 +1,154 @@
+{{/* Chart name, overridable. */}}
+{{- define "training-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full name of the chart's objects: the release name when it already contains the chart name
+(`helm install training-operator …` gives "training-operator"), else "<release>-<chart>".
+*/}}
+{{- define "training-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "training-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "training-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "training-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "training-operator.labels" -}}
+helm.sh/chart: {{ include "training-operator.chart" . }}
+{{ include "training-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: kubeflow
+{{- end }}
+
+{{- define "training-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "training-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create=false: name an existing ServiceAccount" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The webhook Service and the cert Secret: the operator's cert rotator issues a certificate for
+<service>.<namespace>.svc and stores it in the Secret, so both names are passed as flags from here.
+*/}}
+{{- define "training-operator.webhookServiceName" -}}
+{{- include "training-operator.fullname" . }}
+{{- end }}
+
+{{- define "training-operator.webhookSecretName" -}}
+{{- printf "%s-webhook-cert" (include "training-operator.fullname" .) }}
+{{- end }}
+
+{{- define "training-operator.initContainerConfigMapName" -}}
+{{- printf "%s-pytorch-init-container" (include "training-operator.fullname" .) }}
+{{- end }}
+
+{{/*
+An image reference from {registry, repository, tag, digest}; usage:
+  include "training-operator.image" (dict "image" .Values.image "key" "image")
+*/}}
+{{- define "training-operator.image" -}}
+{{- $image := .image }}
+{{- if not (or $image.tag $image.digest) }}
+{{- fail (printf "%s.tag or %s.digest must be set: give the image a tag (e.g. v1-93c5489) or a sha256 digest" .key .key) }}
+{{- end }}
+{{- $ref := $image.repository }}
+{{- if $image.registry }}
+{{- $ref = printf "%s/%s" $image.registry $image.repository }}
+{{- end }}
+{{- if $image.tag }}
+{{- $ref = printf "%s:%s" $ref $image.tag }}
+{{- end }}
+{{- if $image.digest }}
+{{- $ref = printf "%s@%s" $ref $image.digest }}
+{{- end }}
+{{- $ref }}
+{{- end }}
+
+{{- define "training-operator.crdAnnotations" -}}
+{{- if .Values.crds.keep }}
+helm.sh/resource-policy: keep
+{{- end }}
+{{- with .Values.crds.annotations }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Combinations the schema cannot express; fail early with the fix in the message. */}}
+{{- define "training-operator.validateValues" -}}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
+{{- fail (printf "replicaCount=%d needs leaderElection.enabled=true: without it every replica reconciles the same PyTorchJobs" (int .Values.replicaCount)) }}
+{{- end }}
+{{- if gt (len (include "training-operator.webhookSecretName" .)) 63 }}
+{{- fail "the webhook Secret name exceeds 63 characters: shorten the release name or set fullnameOverride" }}
+{{- end }}
+{{- end }}
+
+{{/*
+RBAC rules the operator needs on namespaced resources, for PyTorchJob only (no other job kinds,
+no wildcards). Used by the ClusterRole, or by the Role in namespace-scoped mode.
+*/}}
+{{- define "training-operator.namespacedRules" -}}
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [create, delete, get, list, patch, update, watch]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [create, delete, get, list, watch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch, update]
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch, update]
+# The cert rotator keeps the webhook certificate in this Secret.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, list, update, watch]
+- apiGroups: [kubeflow.org]
+  resources: [pytorchjobs]
+  verbs: [delete, get, list, patch, update, watch]
+- apiGroups: [kubeflow.org]
+  resources: [pytorchjobs/status]
+  verbs: [get, patch, update]
+- apiGroups: [kubeflow.org]
+  resources: [pytorchjobs/finalizers]
+  verbs: [update]
+# elasticPolicy.metrics makes the operator manage an HPA per job.
+- apiGroups: [autoscaling]
+  resources: [horizontalpodautoscalers]
+  verbs: [create, delete, get, list, patch, update, watch]
+# PodGroups are watched whenever Volcano's or scheduler-plugins' CRDs exist.
+- apiGroups: [scheduling.volcano.sh, scheduling.x-k8s.io]
+  resources: [podgroups]
+  verbs: [create, delete, get, list, patch, update, watch]
+{{- end }}
+
+{{/* The webhook configuration is cluster-scoped; its name is fixed in the operator binary. */}}
+{{- define "training-operator.webhookConfigurationRules" -}}
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [validatingwebhookconfigurations]
+  verbs: [list, watch]
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [validatingwebhookconfigurations]
+  resourceNames: [validator.training-operator.kubeflow.org]
+  verbs: [get, update]
+{{- end }}
