@@ -1,0 +1,224 @@
+"""The Argo CD side: health checks (run in Lua 5.1, the dialect of Argo CD's gopher-lua) and the
+app-of-apps manifests under ci/argocd/."""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+import yaml
+from lupa import lua51
+from yamllint import config as yamllint_config
+from yamllint import linter
+
+from tests.support.helm import REPO, by_kind
+
+ARGOCD = REPO / "ci" / "argocd"
+CUSTOMIZATIONS = ARGOCD / "resource_customizations"
+PYTORCHJOB_CHECK = CUSTOMIZATIONS / "kubeflow.org" / "PyTorchJob"
+APPLICATION_CHECK = CUSTOMIZATIONS / "argoproj.io" / "Application"
+CM_PATCH = ARGOCD / "argocd-cm-patch.yaml"
+APPS = {p.stem: p for p in sorted((ARGOCD / "apps").glob("*.yaml"))}
+# Every condition type the training-operator v1 sets on a job (pkg/util/status.go).
+PYTORCHJOB_CONDITION_TYPES = {"Created", "Running", "Restarting", "Succeeded", "Suspended", "Failed"}
+# chart-testing's lintconf, but strict about line length: these files are read by people.
+YAMLLINT = yamllint_config.YamlLintConfig("""
+extends: default
+rules:
+  document-start: disable
+  indentation: {spaces: consistent, indent-sequences: whatever}
+  line-length: {max: 160}
+  truthy: {check-keys: false}
+  comments: {min-spaces-from-content: 1}
+""")
+
+
+def run_health_check(script: str, obj: dict) -> dict:
+    """Evaluate an Argo CD health script the way Argo CD does: `obj` is a global, the chunk returns hs."""
+    lua = lua51.LuaRuntime(unpack_returned_tuples=True)
+    lua.globals().obj = lua.table_from(obj, recursive=True)
+    result = lua.execute(script)
+    return {"status": result["status"], "message": result["message"]}
+
+
+def health_cases(check_dir: Path) -> list[tuple[Path, dict, dict]]:
+    spec = yaml.safe_load((check_dir / "health_test.yaml").read_text())
+    return [
+        (check_dir / case["inputPath"], yaml.safe_load((check_dir / case["inputPath"]).read_text()), case["healthStatus"])
+        for case in spec["tests"]
+    ]
+
+
+ALL_CASES = [
+    pytest.param(check_dir, obj, expected, id=f"{check_dir.name}/{path.stem}")
+    for check_dir in (PYTORCHJOB_CHECK, APPLICATION_CHECK)
+    for path, obj, expected in health_cases(check_dir)
+]
+
+
+@pytest.mark.parametrize("check_dir, obj, expected", ALL_CASES)
+def test_health_check_gives_the_expected_status(check_dir: Path, obj: dict, expected: dict):
+    script = (check_dir / "health.lua").read_text()
+    assert run_health_check(script, obj) == expected
+
+
+@pytest.mark.parametrize("check_dir", [PYTORCHJOB_CHECK, APPLICATION_CHECK], ids=lambda p: p.name)
+def test_every_testdata_object_is_a_case(check_dir: Path):
+    used = {path.name for path, _, _ in health_cases(check_dir)}
+    present = {p.name for p in (check_dir / "testdata").glob("*.yaml")}
+    assert present == used, f"testdata files without a case in health_test.yaml: {sorted(present - used)}"
+
+
+def test_pytorchjob_cases_cover_every_condition_type_and_health_status():
+    cases = health_cases(PYTORCHJOB_CHECK)
+    true_types = {
+        c["type"] for _, obj, _ in cases for c in obj.get("status", {}).get("conditions", []) if c["status"] == "True"
+    }
+    assert true_types == PYTORCHJOB_CONDITION_TYPES
+    assert {"Healthy", "Degraded", "Progressing", "Suspended"} == {e["status"] for _, _, e in cases}
+    assert any("status" not in obj for _, obj, _ in cases), "a job the operator has not seen yet"
+
+
+def test_pytorchjob_testdata_are_valid_pytorchjobs(helm):
+    """Full objects, as Argo CD would read them: accepted by the operator chart's own CRD."""
+    from tests.support.crd import load_pytorchjob_crd, validate_custom_object
+
+    crd = load_pytorchjob_crd(helm)
+    for _, obj, _ in health_cases(PYTORCHJOB_CHECK):
+        validate_custom_object(crd, obj)
+
+
+def test_a_condition_without_message_falls_back_to_its_reason():
+    script = (PYTORCHJOB_CHECK / "health.lua").read_text()
+    job = {"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}}
+    assert run_health_check(script, job) == {"status": "Degraded", "message": "BackoffLimitExceeded"}
+
+
+def test_unknown_condition_types_do_not_break_the_check():
+    script = (PYTORCHJOB_CHECK / "health.lua").read_text()
+    job = {"status": {"conditions": [{"type": "SomethingNew", "status": "True"}]}}
+    assert run_health_check(script, job)["status"] == "Progressing"
+
+
+# --- argocd-cm patch --------------------------------------------------------------------------
+
+
+@functools.cache
+def cm_patch() -> dict:
+    return yaml.safe_load(CM_PATCH.read_text())
+
+
+@pytest.mark.parametrize(
+    "key, check_dir",
+    [
+        ("resource.customizations.health.kubeflow.org_PyTorchJob", PYTORCHJOB_CHECK),
+        ("resource.customizations.health.argoproj.io_Application", APPLICATION_CHECK),
+    ],
+)
+def test_cm_patch_embeds_the_health_lua_verbatim(key: str, check_dir: Path):
+    embedded = cm_patch()["data"].get(key)
+    assert embedded is not None, f"{CM_PATCH.name} lacks data[{key!r}]"
+    assert embedded == (check_dir / "health.lua").read_text(), (
+        f"{CM_PATCH.name} data[{key!r}] differs from {check_dir.relative_to(REPO)}/health.lua: paste the file again"
+    )
+
+
+def test_cm_patch_targets_argocd_cm():
+    patch = cm_patch()
+    assert (patch["kind"], patch["metadata"]["name"], patch["metadata"]["namespace"]) == ("ConfigMap", "argocd-cm", "argocd")
+    assert set(patch["data"]) == {
+        "resource.customizations.health.kubeflow.org_PyTorchJob",
+        "resource.customizations.health.argoproj.io_Application",
+    }
+
+
+# --- Applications -----------------------------------------------------------------------------
+
+
+def yaml_files() -> list[Path]:
+    return sorted(p for p in ARGOCD.rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", yaml_files(), ids=lambda p: str(p.relative_to(ARGOCD)))
+def test_yamllint(path: Path):
+    problems = list(linter.run(path.read_text(), YAMLLINT, str(path)))
+    assert not problems, "\n".join(f"{path.name}:{p.line}:{p.column} {p.message}" for p in problems)
+
+
+def application(name: str) -> dict:
+    return yaml.safe_load(APPS[name].read_text())
+
+
+def all_applications() -> list[dict]:
+    return [yaml.safe_load((ARGOCD / "root-app.yaml").read_text())] + [application(n) for n in APPS]
+
+
+def test_the_app_of_apps_has_the_two_children():
+    assert set(APPS) == {"training-operator", "pytorchjob-mnist"}
+    root = yaml.safe_load((ARGOCD / "root-app.yaml").read_text())
+    assert (REPO / root["spec"]["source"]["path"]) == ARGOCD / "apps"
+
+
+@pytest.mark.parametrize("app", all_applications(), ids=lambda a: a["metadata"]["name"])
+def test_application_points_at_an_existing_path_of_this_repo(app: dict):
+    assert app["apiVersion"] == "argoproj.io/v1alpha1" and app["kind"] == "Application"
+    assert app["metadata"]["namespace"] == "argocd"
+    source = app["spec"]["source"]
+    assert (REPO / source["path"]).is_dir(), f"{app['metadata']['name']}: spec.source.path {source['path']} is missing"
+    assert source["repoURL"] == all_applications()[0]["spec"]["source"]["repoURL"], "one repoURL for every app"
+    if "helm" in source:
+        assert (REPO / source["path"] / "Chart.yaml").is_file()
+        for values_file in source["helm"].get("valueFiles", []):
+            assert (REPO / source["path"] / values_file).is_file(), f"valueFiles entry {values_file} is missing"
+    assert "resources-finalizer.argocd.argoproj.io" in app["metadata"]["finalizers"]
+
+
+def test_the_operator_syncs_before_the_job():
+    waves = {name: int(application(name)["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]) for name in APPS}
+    assert waves["training-operator"] < waves["pytorchjob-mnist"]
+
+
+def test_sync_options():
+    operator = application("training-operator")["spec"]["syncPolicy"]
+    assert {"ServerSideApply=true", "RespectIgnoreDifferences=true"} <= set(operator["syncOptions"])
+    job = application("pytorchjob-mnist")["spec"]["syncPolicy"]
+    assert "SkipDryRunOnMissingResource=true" in job["syncOptions"]
+    assert job["retry"]["limit"] > 0 and job["retry"]["backoff"]["factor"] > 1
+    assert application("pytorchjob-mnist")["spec"]["source"]["helm"]["skipTests"] is True
+
+
+def render_application(helm, name: str) -> list[dict]:
+    app = application(name)
+    source = app["spec"]["source"]
+    helm_source = source.get("helm", {})
+    return helm.render(
+        REPO / source["path"],
+        values_files=tuple(REPO / source["path"] / f for f in helm_source.get("valueFiles", [])),
+        release=helm_source.get("releaseName", name),
+        namespace=app["spec"]["destination"]["namespace"],
+    )
+
+
+def test_ignore_differences_match_what_the_operator_chart_renders(helm):
+    """The ignored objects exist under those names, and the chart leaves the ignored fields empty."""
+    docs = render_application(helm, "training-operator")
+    rules = {rule["kind"]: rule for rule in application("training-operator")["spec"]["ignoreDifferences"]}
+    assert set(rules) == {"ValidatingWebhookConfiguration", "Secret"}
+
+    webhooks = [d for d in by_kind(docs, "ValidatingWebhookConfiguration") if d["metadata"]["name"] == rules["ValidatingWebhookConfiguration"]["name"]]
+    assert len(webhooks) == 1, "the ignored ValidatingWebhookConfiguration is not rendered under that name"
+    assert rules["ValidatingWebhookConfiguration"]["jqPathExpressions"] == [".webhooks[]?.clientConfig.caBundle"]
+    assert all("caBundle" not in w["clientConfig"] for w in webhooks[0]["webhooks"])
+
+    secrets = [d for d in by_kind(docs, "Secret") if d["metadata"]["name"] == rules["Secret"]["name"]]
+    assert len(secrets) == 1, "the ignored webhook Secret is not rendered under that name"
+    assert secrets[0]["metadata"]["namespace"] == rules["Secret"]["namespace"]
+    assert rules["Secret"]["jsonPointers"] == ["/data"] and "data" not in secrets[0]
+
+
+def test_the_workload_application_renders_a_pytorchjob(helm):
+    jobs = by_kind(render_application(helm, "pytorchjob-mnist"), "PyTorchJob")
+    assert len(jobs) == 1
+    assert "ttlSecondsAfterFinished" not in jobs[0]["spec"].get("runPolicy", {}), (
+        "self-heal would recreate a TTL-deleted job and train forever"
+    )
