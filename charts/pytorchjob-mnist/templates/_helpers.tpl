@@ -109,7 +109,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* Container resources with the GPU limit merged in (GPUs belong in limits only). */}}
 {{- define "pytorchjob-mnist.resources" -}}
-{{- $resources := deepCopy .Values.resources }}
+{{- $resources := deepCopy (default dict .Values.resources) }}
 {{- if gt (int .Values.gpu) 0 }}
 {{- $limits := default dict $resources.limits }}
 {{- $_ := set $limits "nvidia.com/gpu" (int .Values.gpu) }}

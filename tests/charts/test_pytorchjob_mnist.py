@@ -1,0 +1,542 @@
+"""charts/pytorchjob-mnist rendered by real Helm 3 and Helm 4: a matrix of value combinations
+checked against Kubernetes schemas, the PyTorchJob CRD and the operator webhook's rules, then
+each feature, each `fail` guard and each schema refusal on its own."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.crd import load_pytorchjob_crd, validate_custom_object
+from tests.support.helm import REPO, by_kind, one
+from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
+
+CHART = REPO / "charts" / "pytorchjob-mnist"
+VALUES_FILES = sorted((CHART / "ci").glob("*-values.yaml")) + sorted((CHART / "examples").glob("*-values.yaml"))
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+# Inline combinations on top of the ci/ and examples/ files: together they exercise every value.
+INLINE_CASES: dict[str, dict] = {
+    "defaults": {},
+    "three-workers-exitcode-runpolicy": {
+        "workers": 3,
+        "restartPolicy": "ExitCode",
+        "runPolicy": {"backoffLimit": 0, "cleanPodPolicy": "All", "ttlSecondsAfterFinished": 3600,
+                      "activeDeadlineSeconds": 7200, "suspend": True},
+    },
+    "master-only-no-persistence": {"workers": 0, "persistence": {"enabled": False}, "shm": {"enabled": False}},
+    "gang-scheduling-kueue": {
+        "schedulerName": "volcano",
+        "priorityClassName": "training-high",
+        "kueue": {"queueName": "team-a"},
+        "runPolicy": {"schedulingPolicy": {"minAvailable": 2, "queue": "research", "priorityClass": "training-high",
+                                           "scheduleTimeoutSeconds": 600}},
+    },
+    "tensorboard-digest-placement": {
+        "tensorboard": {"enabled": True},
+        "image": {"digest": "sha256:" + "a" * 64, "pullSecrets": ["regcred"], "pullPolicy": "Always"},
+        "nodeSelector": {"pool": "training"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}},
+        "labels": {"team": "vision"},
+        "annotations": {"example.com/owner": "vision"},
+        "podAnnotations": {"sidecar.istio.io/inject": "false"},
+    },
+    "bring-your-own-script": {
+        "command": ["python", "/workspace/train.py"],
+        "args": ["--epochs=1"],
+        "workingDir": "/workspace",
+        "env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
+        "persistence": {"create": {"storageClass": "nfs", "size": "50Gi", "accessModes": ["ReadWriteMany"]}},
+    },
+    "elastic-custom-rendezvous": {
+        "workers": 3,
+        "torchrun": {"enabled": True},
+        "elasticPolicy": {"enabled": True, "minReplicas": 2, "maxReplicas": 4, "maxRestarts": 5,
+                          "rdzvHost": "rdzv.example", "rdzvPort": 29400, "rdzvId": "mnist-run",
+                          "rdzvConf": {"join_timeout": 900, "read_timeout": "60"}},
+        "training": {"dataset": "synthetic", "checkpointEvery": 0, "extraArgs": ["--threads", "2"]},
+    },
+    "gpu-two-per-pod-torchrun": {"gpu": 2, "torchrun": {"enabled": True}, "resources": None},  # null clears a map
+    "long-name-at-limit": {"fullnameOverride": "a" * 54, "workers": 1},  # a…a-worker-0 = 63 chars
+}
+
+
+def _case_files(tmp_dir: Path) -> dict[str, tuple[Path, ...]]:
+    cases = {f"{f.parent.name}/{f.name}": (f,) for f in VALUES_FILES}
+    for name, values in INLINE_CASES.items():
+        path = tmp_dir / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(values))
+        cases[name] = (path,)
+    return cases
+
+
+@pytest.fixture(scope="module")
+def case_files(tmp_path_factory) -> dict[str, tuple[Path, ...]]:
+    return _case_files(tmp_path_factory.mktemp("pytorchjob-mnist-values"))
+
+
+@pytest.fixture(scope="module")
+def rendered(helm, case_files) -> dict[str, list[dict]]:
+    return {name: helm.render(CHART, values_files=files) for name, files in case_files.items()}
+
+
+@pytest.fixture(scope="module")
+def default_docs(rendered) -> list[dict]:
+    return rendered["defaults"]
+
+
+def render_with(helm, values: dict, tmp_path: Path, **kwargs) -> list[dict]:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return helm.render(CHART, values_files=(path,), **kwargs)
+
+
+def template_error(helm, values: dict, tmp_path: Path, **kwargs) -> str:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    result = helm.template(CHART, values_files=(path,), **kwargs)
+    assert result.returncode != 0, f"expected {values} to be refused, but it rendered"
+    return result.stderr
+
+
+def replica_specs(docs: list[dict]) -> dict:
+    return one(docs, "PyTorchJob")["spec"]["pytorchReplicaSpecs"]
+
+
+def trainer_container(docs: list[dict], replica: str = "Master") -> dict:
+    containers = replica_specs(docs)[replica]["template"]["spec"]["containers"]
+    return next(c for c in containers if c["name"] == "pytorch")
+
+
+def flag(args: list[str], name: str) -> str:
+    assert name in args, f"{name} missing from {args}"
+    return args[args.index(name) + 1]
+
+
+# --- lint and the matrix ---------------------------------------------------------------------
+
+def test_matrix_has_at_least_ten_combinations(case_files):
+    assert len(case_files) >= 10, sorted(case_files)
+
+
+def test_lint_strict_for_defaults_and_every_values_file(helm, case_files):
+    for name, files in case_files.items():
+        args = ["lint", "--strict", str(CHART)]
+        for f in files:
+            args += ["-f", str(f)]
+        result = helm.run(*args, check=False)
+        assert result.returncode == 0, f"{name}: {result.stdout}{result.stderr}"
+
+
+def test_every_builtin_manifest_validates_against_kubernetes_schemas(rendered):
+    for name, docs in rendered.items():
+        for doc in docs:
+            if doc["apiVersion"].startswith("kubeflow.org/"):
+                continue
+            for version in KUBERNETES_VERSIONS:
+                try:
+                    validate_builtin(doc, version)
+                except Exception as error:  # kubernetes-validate raises several types
+                    pytest.fail(f"{name}: {doc['kind']}/{doc['metadata']['name']} invalid for {version}: {error}")
+
+
+def test_every_pytorchjob_validates_against_the_operator_crd(helm, rendered):
+    crd = load_pytorchjob_crd(helm)
+    for name, docs in rendered.items():
+        try:
+            validate_custom_object(crd, one(docs, "PyTorchJob"))
+        except AssertionError as error:
+            pytest.fail(f"{name}: {error}")
+
+
+def test_every_rendering_obeys_the_operator_webhook(rendered):
+    """pkg/webhooks/pytorch: DNS-1035 name, Master.replicas == 1 explicitly, Worker ≥ 1, only
+    Master/Worker, a `pytorch` container with an image in every replica, Worker when elastic."""
+    for name, docs in rendered.items():
+        job = one(docs, "PyTorchJob")
+        job_name = job["metadata"]["name"]
+        assert DNS_1035.match(job_name) and len(job_name) <= 63, name
+        specs = job["spec"]["pytorchReplicaSpecs"]
+        assert set(specs) <= {"Master", "Worker"}, name
+        assert specs["Master"]["replicas"] == 1, name
+        workers = specs.get("Worker", {}).get("replicas", 0)
+        if "Worker" in specs:
+            assert workers >= 1, name
+        if "elasticPolicy" in job["spec"]:
+            assert "Worker" in specs, name
+        for replica, spec in specs.items():
+            containers = spec["template"]["spec"]["containers"]
+            assert any(c["name"] == "pytorch" for c in containers), f"{name}: {replica} has no pytorch container"
+            assert all(c.get("image") for c in containers), f"{name}: {replica} container without image"
+            pytorch = next(c for c in containers if c["name"] == "pytorch")
+            assert {"name": "pytorchjob-port", "containerPort": 23456, "protocol": "TCP"} in pytorch["ports"]
+        longest_pod = f"{job_name}-worker-{workers - 1}" if workers else f"{job_name}-master-0"
+        assert len(longest_pod) <= 63, f"{name}: {longest_pod}"
+
+
+def test_every_rendering_runs_restricted_and_read_only(rendered):
+    for name, docs in rendered.items():
+        pod_specs = [spec["template"]["spec"] for spec in replica_specs(docs).values()]
+        pod_specs += [d["spec"] for d in by_kind(docs, "Pod")]
+        pod_specs += [d["spec"]["template"]["spec"] for d in by_kind(docs, "Deployment")]
+        for spec in pod_specs:
+            assert spec["securityContext"]["runAsNonRoot"] is True, name
+            assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, name
+            for container in spec["containers"]:
+                sc = container["securityContext"]
+                assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"], name
+                assert sc["readOnlyRootFilesystem"] is True, name
+                mounts = {m["mountPath"] for m in container["volumeMounts"]}
+                assert "/tmp" in mounts, f"{name}: {container['name']} has no writable /tmp"
+
+
+# --- defaults ----------------------------------------------------------------------------------
+
+def test_defaults_are_the_seeds_cpu_gloo_one_plus_one(default_docs):
+    job = one(default_docs, "PyTorchJob")
+    assert job["metadata"]["name"] == "mnist"
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    assert specs["Worker"]["replicas"] == 1
+    assert specs["Master"]["restartPolicy"] == specs["Worker"]["restartPolicy"] == "OnFailure"
+    assert job["spec"]["nprocPerNode"] == "1"
+    assert job["spec"]["runPolicy"] == {"cleanPodPolicy": "None", "suspend": False, "backoffLimit": 3}
+    assert "elasticPolicy" not in job["spec"]
+    master = trainer_container(default_docs)
+    assert "command" not in master, "the image entrypoint (python -m trainer) runs by default"
+    assert master["image"] == "ghcr.io/pytorchjob-mnist/trainer:0.1.0-cpu"
+    args = master["args"]
+    assert flag(args, "--backend") == "gloo"
+    assert flag(args, "--dataset") == "fashion-mnist"
+    assert "--no-cuda" in args and "--fallback-dataset" not in args
+    assert "nvidia.com/gpu" not in master["resources"].get("limits", {})
+    assert master == trainer_container(default_docs, "Worker"), "Master and Worker run the same container"
+
+
+def test_training_values_become_trainer_flags(helm, tmp_path):
+    docs = render_with(helm, {"training": {
+        "dataset": "mnist", "fallbackDataset": "digits", "epochs": 3, "batchSize": 128, "testBatchSize": 500,
+        "lr": 0.001, "momentum": 0.9, "seed": 7, "logInterval": 5, "checkpointEvery": 50,
+        "keepCheckpoints": 2, "extraArgs": ["--threads", "2"]}}, tmp_path)
+    args = trainer_container(docs)["args"]
+    expected = {"--dataset": "mnist", "--fallback-dataset": "digits", "--epochs": "3", "--batch-size": "128",
+                "--test-batch-size": "500", "--lr": "0.001", "--momentum": "0.9", "--seed": "7",
+                "--log-interval": "5", "--checkpoint-every": "50", "--keep-checkpoints": "2", "--threads": "2"}
+    assert {name: flag(args, name) for name in expected} == expected
+    assert args[-2:] == ["--threads", "2"], "extra args come last so they can override"
+
+
+def test_checkpoint_every_zero_disables_checkpoints(helm, tmp_path):
+    args = trainer_container(render_with(helm, {"training": {"checkpointEvery": 0}}, tmp_path))["args"]
+    assert "--checkpoint-dir" not in args and "--checkpoint-every" not in args
+
+
+def test_command_and_args_replace_the_generated_ones(rendered):
+    container = trainer_container(rendered["bring-your-own-script"])
+    assert container["command"] == ["python", "/workspace/train.py"]
+    assert container["args"] == ["--epochs=1"]
+    assert container["workingDir"] == "/workspace"
+    names = [e["name"] for e in container["env"]]
+    assert names.index("NCCL_DEBUG") > names.index("XDG_CACHE_HOME"), "user env comes after the chart's"
+
+
+# --- storage: per-release directories and the three ways of the seeds ---------------------------
+
+def run_dirs(docs: list[dict]) -> dict[str, str]:
+    args = trainer_container(docs)["args"]
+    return {name: flag(args, name) for name in ("--data-dir", "--output-dir", "--log-dir", "--checkpoint-dir")}
+
+
+def test_two_releases_never_share_model_checkpoint_or_log_dirs(helm):
+    first = run_dirs(helm.render(CHART, release="mnist-a", namespace="team"))
+    second = run_dirs(helm.render(CHART, release="mnist-b", namespace="team"))
+    other_namespace = run_dirs(helm.render(CHART, release="mnist-a", namespace="other"))
+    for name in ("--output-dir", "--log-dir", "--checkpoint-dir"):
+        assert len({first[name], second[name], other_namespace[name]}) == 3, name
+    assert first["--output-dir"] == "/mnt/pytorchjob-mnist/runs/team/mnist-a/model"
+    assert first["--data-dir"] == second["--data-dir"] == "/mnt/pytorchjob-mnist/datasets", "datasets are shared"
+
+
+def test_default_creates_a_kept_claim_mounted_in_every_replica(default_docs):
+    pvc = one(default_docs, "PersistentVolumeClaim")
+    assert pvc["metadata"]["name"] == "mnist-storage"
+    assert pvc["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"] and "storageClassName" not in pvc["spec"]
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    assert not by_kind(default_docs, "PersistentVolume")
+    for spec in replica_specs(default_docs).values():
+        volumes = {v["name"]: v for v in spec["template"]["spec"]["volumes"]}
+        assert volumes["storage"]["persistentVolumeClaim"] == {"claimName": "mnist-storage"}
+
+
+def test_new_claim_takes_class_size_and_access_modes(rendered):
+    pvc = one(rendered["bring-your-own-script"], "PersistentVolumeClaim")
+    assert pvc["spec"]["storageClassName"] == "nfs"
+    assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "50Gi"
+
+
+def test_existing_claim_is_used_and_nothing_is_created(rendered):
+    docs = rendered["examples/existing-claim-values.yaml"]
+    assert not by_kind(docs, "PersistentVolumeClaim") and not by_kind(docs, "PersistentVolume")
+    volumes = {v["name"]: v for v in replica_specs(docs)["Master"]["template"]["spec"]["volumes"]}
+    assert volumes["storage"]["persistentVolumeClaim"]["claimName"] == "tutorial"
+    mounts = {m["name"]: m["mountPath"] for m in trainer_container(docs)["volumeMounts"]}
+    assert mounts["storage"] == "/t9k/mnt"
+    assert run_dirs(docs)["--output-dir"] == "/t9k/mnt/runs/default/mnist/model"
+
+
+def test_host_path_volume_is_reserved_for_its_claim(helm, tmp_path):
+    docs = render_with(helm, {"persistence": {"hostPath": {"path": "/srv/mnist", "nodeName": "node-1"}}},
+                       tmp_path, namespace="kubeflow")
+    pv = one(docs, "PersistentVolume")
+    pvc = one(docs, "PersistentVolumeClaim")
+    assert pv["metadata"]["name"] == "kubeflow-mnist-storage" and "namespace" not in pv["metadata"]
+    assert pv["spec"]["hostPath"] == {"path": "/srv/mnist", "type": "DirectoryOrCreate"}
+    assert pv["spec"]["claimRef"] == {"namespace": "kubeflow", "name": "mnist-storage"}
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    assert pvc["spec"]["volumeName"] == pv["metadata"]["name"]
+    assert pvc["spec"]["storageClassName"] == pv["spec"]["storageClassName"] == "manual"
+    terms = pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["values"] == ["node-1"]
+
+
+def test_persistence_disabled_uses_an_empty_dir_and_skips_the_test_pod(rendered):
+    docs = rendered["master-only-no-persistence"]
+    assert not by_kind(docs, "PersistentVolumeClaim") and not by_kind(docs, "Pod")
+    volumes = {v["name"]: v for v in replica_specs(docs)["Master"]["template"]["spec"]["volumes"]}
+    assert volumes["storage"] == {"name": "storage", "emptyDir": {}}
+    assert "dshm" not in volumes, "shm.enabled=false drops the /dev/shm volume"
+    assert set(replica_specs(docs)) == {"Master"}, "workers: 0 runs the Master alone"
+
+
+def test_keep_false_lets_helm_delete_the_claim(helm, tmp_path):
+    pvc = one(render_with(helm, {"persistence": {"keep": False}}, tmp_path), "PersistentVolumeClaim")
+    assert "annotations" not in pvc["metadata"]
+
+
+# --- pod: shm, scratch dirs, GPUs, placement ---------------------------------------------------------
+
+def test_shm_tmp_and_cache_are_writable_empty_dirs(default_docs):
+    spec = replica_specs(default_docs)["Master"]["template"]["spec"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1Gi"}
+    assert volumes["tmp"]["emptyDir"] == {"sizeLimit": "1Gi"}
+    mounts = {m["name"]: m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
+    assert mounts == {"storage": "/mnt/pytorchjob-mnist", "tmp": "/tmp", "cache": "/var/cache/trainer",
+                      "dshm": "/dev/shm"}
+    env = {e["name"]: e["value"] for e in spec["containers"][0]["env"]}
+    assert env == {"XDG_CACHE_HOME": "/var/cache/trainer", "TORCH_HOME": "/var/cache/trainer/torch"}
+    assert spec["securityContext"]["fsGroup"] == 1000, "fsGroup makes the claim writable"
+
+
+def test_gpu_goes_to_limits_only_with_toleration_nccl_and_cuda_image(rendered):
+    docs = rendered["examples/gpu-nccl-values.yaml"]
+    for replica in ("Master", "Worker"):
+        container = trainer_container(docs, replica)
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+        assert "nvidia.com/gpu" not in container["resources"]["requests"]
+        assert flag(container["args"], "--backend") == "nccl"
+        assert "--no-cuda" not in container["args"]
+        assert container["image"].endswith(":0.1.0-cuda")
+        tolerations = replica_specs(docs)[replica]["template"]["spec"]["tolerations"]
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations
+    assert one(docs, "PyTorchJob")["spec"]["nprocPerNode"] == "1"
+
+
+def test_gpu_limit_is_added_even_without_other_resources(rendered):
+    docs = rendered["gpu-two-per-pod-torchrun"]
+    assert trainer_container(docs)["resources"] == {"limits": {"nvidia.com/gpu": 2}}
+    assert one(docs, "PyTorchJob")["spec"]["nprocPerNode"] == "2", "nprocPerNode follows the GPU count"
+
+
+def test_user_tolerations_are_kept_next_to_the_gpu_one(helm, tmp_path):
+    user = {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}
+    docs = render_with(helm, {"gpu": 1, "tolerations": [user]}, tmp_path)
+    tolerations = replica_specs(docs)["Worker"]["template"]["spec"]["tolerations"]
+    assert tolerations == [user, {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_placement_labels_annotations_and_pull_settings(rendered):
+    docs = rendered["tensorboard-digest-placement"]
+    job = one(docs, "PyTorchJob")
+    assert job["metadata"]["labels"]["team"] == "vision"
+    assert job["metadata"]["annotations"] == {"example.com/owner": "vision"}
+    template = replica_specs(docs)["Worker"]["template"]
+    assert template["metadata"]["labels"]["team"] == "vision"
+    assert template["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
+    spec = template["spec"]
+    assert spec["nodeSelector"] == {"pool": "training"}
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+    assert "nodeAffinity" in spec["affinity"]
+    container = trainer_container(docs, "Worker")
+    assert container["image"] == "ghcr.io/pytorchjob-mnist/trainer:0.1.0-cpu@sha256:" + "a" * 64
+    assert container["imagePullPolicy"] == "Always"
+
+
+def test_scheduling_gang_and_kueue(rendered):
+    job = one(rendered["gang-scheduling-kueue"], "PyTorchJob")
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert job["spec"]["runPolicy"]["schedulingPolicy"] == {
+        "minAvailable": 2, "queue": "research", "priorityClass": "training-high", "scheduleTimeoutSeconds": 600}
+    spec = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert spec["schedulerName"] == "volcano" and spec["priorityClassName"] == "training-high"
+
+
+def test_run_policy_and_restart_policy(rendered):
+    job = one(rendered["three-workers-exitcode-runpolicy"], "PyTorchJob")
+    assert job["spec"]["runPolicy"] == {"cleanPodPolicy": "All", "suspend": True, "backoffLimit": 0,
+                                        "ttlSecondsAfterFinished": 3600, "activeDeadlineSeconds": 7200}
+    assert {s["restartPolicy"] for s in job["spec"]["pytorchReplicaSpecs"].values()} == {"ExitCode"}
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3
+
+
+# --- torchrun and elastic ------------------------------------------------------------------------
+
+def test_torchrun_runs_the_trainer_module_with_processes_per_node(rendered):
+    docs = rendered["ci/torchrun-cpu-values.yaml"]
+    job = one(docs, "PyTorchJob")
+    assert job["spec"]["nprocPerNode"] == "2"
+    assert "elasticPolicy" not in job["spec"]
+    container = trainer_container(docs)
+    assert container["command"] == ["torchrun", "--module", "trainer"]
+    assert flag(container["args"], "--backend") == "gloo"
+
+
+def test_t9k_torchrun_example_has_four_processes_and_three_restarts(rendered):
+    job = one(rendered["examples/torchrun-values.yaml"], "PyTorchJob")
+    assert job["spec"]["nprocPerNode"] == "4"
+    assert job["spec"]["elasticPolicy"] == {"minReplicas": 2, "maxReplicas": 2, "maxRestarts": 3,
+                                            "rdzvBackend": "c10d"}
+    limits = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"cpu": "8", "memory": "16Gi", "nvidia.com/gpu": 4}
+
+
+def test_elastic_policy_renders_every_rendezvous_setting(rendered):
+    job = one(rendered["elastic-custom-rendezvous"], "PyTorchJob")
+    assert job["spec"]["elasticPolicy"] == {
+        "minReplicas": 2, "maxReplicas": 4, "maxRestarts": 5, "rdzvBackend": "c10d", "rdzvHost": "rdzv.example",
+        "rdzvPort": 29400, "rdzvId": "mnist-run",
+        "rdzvConf": [{"key": "join_timeout", "value": "900"}, {"key": "read_timeout", "value": "60"}]}
+
+
+# --- extras: TensorBoard, helm test --------------------------------------------------------------
+
+def test_tensorboard_reads_this_runs_log_dir_read_only(rendered):
+    docs = rendered["tensorboard-digest-placement"]
+    deployment = one(docs, "Deployment")
+    service = one(docs, "Service")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    log_dir = flag(trainer_container(docs)["args"], "--log-dir")
+    assert f"--logdir={log_dir}" in container["command"]
+    assert {"name": "storage", "mountPath": "/mnt/pytorchjob-mnist", "readOnly": True} in container["volumeMounts"]
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["selector"] == selector
+    assert selector["app.kubernetes.io/component"] == "tensorboard"
+    assert service["spec"]["ports"][0]["port"] == 6006
+    trainer_labels = replica_specs(docs)["Master"]["template"]["metadata"]["labels"]
+    assert not selector.items() <= trainer_labels.items(), "the Service must not select trainer pods"
+
+
+def test_helm_test_pod_checks_this_runs_model_dir(default_docs):
+    pod = one(default_docs, "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    container = pod["spec"]["containers"][0]
+    assert container["command"][:2] == ["python", "-c"]
+    assert container["command"][2] == (CHART / "files" / "check_run.py").read_text()
+    assert container["args"] == [flag(trainer_container(default_docs)["args"], "--output-dir"), "0.5", "1800"]
+    assert container["image"] == trainer_container(default_docs)["image"]
+    volume = pod["spec"]["volumes"][0]
+    assert volume["persistentVolumeClaim"] == {"claimName": "mnist-storage", "readOnly": True}
+
+
+def test_helm_test_pod_image_can_be_replaced(helm, tmp_path):
+    docs = render_with(helm, {"tests": {"image": {"repository": "registry.local/checker", "tag": "1"}}}, tmp_path)
+    assert one(docs, "Pod")["spec"]["containers"][0]["image"] == "registry.local/checker:1"
+
+
+def test_argocd_example_skips_dry_run_and_helm_tests(rendered):
+    docs = rendered["examples/argocd-values.yaml"]
+    options = one(docs, "PyTorchJob")["metadata"]["annotations"]["argocd.argoproj.io/sync-options"]
+    assert "SkipDryRunOnMissingResource=true" in options
+    assert not by_kind(docs, "Pod")
+
+
+def test_notes_tell_the_user_what_to_run(helm):
+    if helm.name == "helm3":
+        pytest.skip("Helm 3 needs a reachable cluster to print NOTES (install --dry-run); Helm 4 covers it")
+    result = helm.run("install", "mnist", str(CHART), "--dry-run=client", "--namespace", "ml",
+                      "--set", "tensorboard.enabled=true")
+    notes = result.stdout.split("NOTES:", 1)[1]
+    for command in ("kubectl get pytorchjobs mnist -n ml", "kubectl logs -f mnist-master-0 -n ml",
+                    "kubectl wait pytorchjob/mnist -n ml --for=condition=Succeeded",
+                    "helm test mnist -n ml", "kubectl port-forward -n ml svc/mnist-tensorboard 6006:6006"):
+        assert command in notes, command
+
+
+# --- fail guards and schema refusals: each message names the value and the fix ----------------------
+
+GUARDS = {
+    "nccl-without-gpu": ({"backend": "nccl"}, "backend: nccl needs GPUs but gpu is 0"),
+    "cpu-image-with-gpu": ({"gpu": 1, "image": {"variant": "cpu"}}, "set image.variant to cuda"),
+    "two-gpus-without-torchrun": ({"gpu": 2}, "set torchrun.enabled=true"),
+    "nproc-without-torchrun": ({"nprocPerNode": "4"}, "nprocPerNode: 4 without torchrun breaks WORLD_SIZE"),
+    "elastic-without-torchrun": ({"elasticPolicy": {"enabled": True}}, "elasticPolicy.enabled needs torchrun"),
+    "elastic-without-workers": ({"workers": 0, "torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True}},
+                                "elasticPolicy.enabled needs at least one Worker"),
+    "elastic-min-above-max": ({"torchrun": {"enabled": True},
+                               "elasticPolicy": {"enabled": True, "minReplicas": 3, "maxReplicas": 2}},
+                              "elasticPolicy.minReplicas (3) is greater than elasticPolicy.maxReplicas (2)"),
+    "more-processes-than-gpus": ({"gpu": 2, "torchrun": {"enabled": True}, "nprocPerNode": "4"},
+                                 "set nprocPerNode to at most 2"),
+    "claim-and-host-path": ({"persistence": {"existingClaim": "data", "hostPath": {"path": "/srv"}}},
+                            "persistence.existingClaim and persistence.hostPath.path are both set"),
+    "tensorboard-without-volume": ({"tensorboard": {"enabled": True}, "persistence": {"enabled": False}},
+                                   "tensorboard.enabled needs persistence.enabled=true"),
+    "name-not-dns-1035": ({"fullnameOverride": "MNIST_run"}, "is not a DNS-1035 label"),
+    "name-too-long": ({"fullnameOverride": "a" * 56, "workers": 10},
+                      'its pod and Service name "' + "a" * 56 + '-worker-9" has 65 characters, the limit is 63; '
+                      "set fullnameOverride to a name of at most 54 characters"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GUARDS))
+def test_fail_guard_message(helm, tmp_path, case):
+    values, message = GUARDS[case]
+    assert message in template_error(helm, values, tmp_path)
+
+
+def test_release_name_is_checked_like_fullname_override(helm):
+    """Helm allows 53-character release names with dots; the job name must be stricter."""
+    dotted = helm.template(CHART, release="mnist.v1")
+    assert dotted.returncode != 0 and '"mnist.v1"' in dotted.stderr and "DNS-1035" in dotted.stderr
+    longest = helm.template(CHART, release="x" * 53, set_values={"workers": 101})
+    assert longest.returncode != 0
+    assert "set fullnameOverride to a name of at most 52 characters" in longest.stderr
+
+
+SCHEMA_REFUSALS = {
+    "unknown-top-level-key": ({"wokers": 2}, ["wokers"]),
+    "unknown-nested-key": ({"training": {"epoch": 2}}, ["epoch"]),
+    "unknown-security-field": ({"securityContext": {"runAsNonroot": True}}, ["runAsNonroot"]),
+    "bad-restart-policy": ({"restartPolicy": "Always"}, ["restartPolicy"]),
+    "bad-backend": ({"backend": "mpi"}, ["backend"]),
+    "bad-variant": ({"image": {"variant": "rocm"}}, ["variant"]),
+    "negative-workers": ({"workers": -1}, ["workers"]),
+    "bad-nproc": ({"nprocPerNode": "four"}, ["nprocPerNode"]),
+    "bad-dataset": ({"training": {"dataset": "cifar10"}}, ["dataset"]),
+    "relative-mount-path": ({"persistence": {"mountPath": "data"}}, ["mountPath"]),
+    "bad-digest": ({"image": {"digest": "latest"}}, ["digest"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCHEMA_REFUSALS))
+def test_schema_refuses_with_the_field_named(helm, tmp_path, case):
+    values, fields = SCHEMA_REFUSALS[case]
+    error = template_error(helm, values, tmp_path)
+    assert "values don't meet the specifications of the schema" in error
+    for field in fields:
+        assert field in error, f"{field} not named in: {error}"
