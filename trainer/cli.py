@@ -1,0 +1,240 @@
+"""`mnist-train`: a drop-in for the Kubeflow example's `mnist.py`, with the same flags and
+defaults, plus flags for data, outputs, checkpoints and speed."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import torch
+
+from trainer import data as datasets
+from trainer.checkpoint import CheckpointStore
+from trainer.distributed import BACKENDS, DistContext, LaunchError, configure_threads, init, shutdown
+from trainer.fileio import NotWritableError, atomic_write, ensure_writable_dir
+from trainer.loop import LR_SCHEDULES, NonFiniteLoss, TrainConfig, Trainer
+from trainer.metrics import Reporter, write_metrics_json
+from trainer.model import TRAIN_FLOPS_PER_IMAGE, Net
+
+MODEL_FILE = "mnist_cnn.pt"
+METRICS_FILE = "metrics.json"
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mnist-train",
+        description="DDP training of the Kubeflow MNIST/FashionMNIST CNN (PyTorchJob-ready).",
+    )
+    seed = p.add_argument_group("flags of the Kubeflow example script (same meaning and defaults)")
+    seed.add_argument("--batch-size", type=_positive_int, default=64, metavar="N",
+                      help="training batch size per process (default: 64)")
+    seed.add_argument("--test-batch-size", type=_positive_int, default=1000, metavar="N",
+                      help="evaluation batch size (default: 1000)")
+    seed.add_argument("--epochs", type=_positive_int, default=1, metavar="N",
+                      help="number of epochs to train (default: 1)")
+    seed.add_argument("--lr", type=_positive_float, default=0.01, metavar="LR",
+                      help="learning rate (default: 0.01)")
+    seed.add_argument("--momentum", type=_fraction, default=0.5, metavar="M",
+                      help="SGD momentum (default: 0.5)")
+    seed.add_argument("--no-cuda", action="store_true", help="train on the CPU even if a GPU is present")
+    seed.add_argument("--seed", type=int, default=1, metavar="S", help="random seed (default: 1)")
+    seed.add_argument("--log-interval", type=_positive_int, default=10, metavar="N",
+                      help="batches between progress lines (default: 10)")
+    seed.add_argument("--save-model", action="store_true",
+                      help=f"save the model as {MODEL_FILE} (in --output-dir, else the current directory)")
+    seed.add_argument("--dir", "--log-dir", dest="log_dir", default="logs", metavar="DIR",
+                      help="TensorBoard event directory (default: logs; '' disables TensorBoard)")
+    seed.add_argument("--backend", choices=BACKENDS, default="auto",
+                      help="process-group backend; auto picks nccl with CUDA, else gloo (default: auto)")
+
+    data = p.add_argument_group("data")
+    data.add_argument("--dataset", choices=datasets.DATASETS, default="fashion-mnist",
+                      help="fashion-mnist and mnist load through torchvision; digits is "
+                           "scikit-learn's bundled set at 28x28; synthetic is generated (default: fashion-mnist)")
+    data.add_argument("--fallback-dataset", choices=datasets.GENERATED_DATASETS, default=None,
+                      help="train on this instead, saying so, when --dataset's files are absent and "
+                           "cannot be downloaded (default: fail with the missing files)")
+    data.add_argument("--data-dir", default="data", metavar="DIR",
+                      help="where torchvision datasets are read or downloaded (default: data)")
+    data.add_argument("--limit-train", type=_positive_int, default=None, metavar="N",
+                      help="train on the first N training samples only (quick runs)")
+    data.add_argument("--limit-test", type=_positive_int, default=None, metavar="N",
+                      help="evaluate on the first N test samples only (quick runs)")
+
+    out = p.add_argument_group("outputs and restarts")
+    out.add_argument("--output-dir", default=None, metavar="DIR",
+                     help=f"write {MODEL_FILE} and {METRICS_FILE} here (rank 0)")
+    out.add_argument("--checkpoint-dir", default=None, metavar="DIR",
+                     help="write checkpoints here and resume from the newest valid one on start")
+    out.add_argument("--checkpoint-every", type=_non_negative_int, default=500, metavar="STEPS",
+                     help="steps between checkpoints; each epoch end is one too; 0 for epoch ends only (default: 500)")
+    out.add_argument("--keep-checkpoints", type=_positive_int, default=3, metavar="K",
+                     help="how many recent checkpoints to keep (default: 3)")
+
+    opt = p.add_argument_group("optimization and speed")
+    opt.add_argument("--lr-schedule", choices=LR_SCHEDULES, default="constant",
+                     help="constant (the seed's) or onecycle: warm up, then decay linearly to 0")
+    opt.add_argument("--nesterov", action="store_true", help="Nesterov momentum (needs --momentum > 0)")
+    opt.add_argument("--weight-decay", type=float, default=0.0, metavar="WD", help="L2 weight decay (default: 0)")
+    opt.add_argument("--label-smoothing", type=_fraction, default=0.0, metavar="EPS",
+                     help="label smoothing for the training loss (default: 0)")
+    opt.add_argument("--compile", action="store_true",
+                     help="torch.compile the model (needs a C++ compiler on CPU; pays off on long GPU runs)")
+    opt.add_argument("--threads", type=_non_negative_int, default=0, metavar="N",
+                     help="CPU threads per process; 0 = OMP_NUM_THREADS, else the cgroup CPU quota "
+                          "divided by local processes (default: 0)")
+    opt.add_argument("--pg-timeout", type=_positive_float, default=300.0, metavar="SECONDS",
+                     help="process-group timeout: a dead peer fails the job after this long (default: 300)")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.nesterov and args.momentum == 0:
+        parser.error("--nesterov needs --momentum > 0")
+    if args.fallback_dataset == args.dataset:
+        parser.error("--fallback-dataset must differ from --dataset")
+    for flag in ("output_dir", "checkpoint_dir", "log_dir"):
+        path = getattr(args, flag)
+        if path:
+            try:
+                ensure_writable_dir(path, "--" + flag.replace("_", "-"))
+            except NotWritableError as error:
+                parser.error(str(error))
+    return args
+
+
+def train_config(args: argparse.Namespace) -> TrainConfig:
+    names = {f.name for f in fields(TrainConfig)}
+    return TrainConfig(**{name: getattr(args, name) for name in names})
+
+
+def load_data(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> datasets.Dataset:
+    """Download on each pod's local rank 0 only, then load everywhere; all ranks agree on the
+    outcome before anyone continues, so a failed download cannot strand a peer at a barrier."""
+    name, failure = args.dataset, None
+    if ctx.local_rank == 0:
+        try:
+            loaded = datasets.load(name, args.data_dir, download=True)
+        except datasets.DatasetUnavailable as error:
+            failure = error
+    if not ctx.all_true(failure is None):
+        if args.fallback_dataset is None:
+            raise failure or datasets.DatasetUnavailable(f"{name} could not be prepared on a peer pod")
+        reporter.info(f"{failure or name + ' is unavailable on a peer pod'}")
+        reporter.info(f"Training on {args.fallback_dataset} instead (--fallback-dataset).")
+        name = args.fallback_dataset
+        loaded = datasets.load(name, args.data_dir, download=False)
+    elif ctx.local_rank != 0:
+        loaded = datasets.load(name, args.data_dir, download=False)
+    return loaded.limited(args.limit_train, args.limit_test)
+
+
+def run(args: argparse.Namespace) -> dict:
+    use_cuda = not args.no_cuda and torch.cuda.is_available()
+    ctx = init(args.backend, use_cuda, args.pg_timeout)
+    reporter = Reporter(ctx.is_main, args.log_dir or None)
+    try:
+        threads = configure_threads(args.threads, ctx.local_world_size)
+        reporter.info(f"Using distributed PyTorch with {ctx.backend} backend")
+        reporter.info(f"World Size: {ctx.world_size}. Rank: {ctx.rank}. Device: {ctx.device}. Threads: {threads}")
+        if ctx.device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+            torch.backends.cudnn.benchmark = True  # static shapes: pick the fastest kernels once
+        data = load_data(args, ctx, reporter)
+        if len(data.train_labels) < ctx.world_size:
+            raise LaunchError(
+                f"{len(data.train_labels)} training samples cannot be split over {ctx.world_size} ranks; "
+                "raise --limit-train or use fewer replicas"
+            )
+        data = data.to(ctx.device, torch.contiguous_format)
+        reporter.info(
+            f"Dataset: {data.name}, {len(data.train_labels)} train / {len(data.test_labels)} test images"
+        )
+        torch.manual_seed(args.seed)  # identical initial weights on every rank
+        net = Net().to(ctx.device)
+        store = CheckpointStore(args.checkpoint_dir, args.keep_checkpoints) if args.checkpoint_dir else None
+        trainer = Trainer(net, data, ctx, train_config(args), reporter, store)
+        trainer.resume()
+        result = trainer.fit()
+        progress = trainer.progress
+        metrics = {
+            "dataset": data.name,
+            "epochs": args.epochs,
+            "world_size": ctx.world_size,
+            "batch_size": args.batch_size,
+            "global_batch_size": args.batch_size * ctx.world_size,
+            "accuracy": result.accuracy,
+            "val_loss": result.loss,
+            "test_samples": result.count,
+            "steps": progress.step,
+            "train_images": progress.train_images,
+            "train_seconds": progress.train_seconds,
+            "images_per_second": progress.train_images / progress.train_seconds if progress.train_seconds else 0.0,
+            "history": progress.history,
+        }
+        metrics["model_tflops_per_second"] = metrics["images_per_second"] * TRAIN_FLOPS_PER_IMAGE / 1e12
+        if ctx.is_main:
+            _write_outputs(args, net, metrics, reporter)
+        return metrics
+    finally:
+        reporter.close()
+        shutdown(ctx)
+
+
+def _write_outputs(args: argparse.Namespace, net: Net, metrics: dict, reporter: Reporter) -> None:
+    if args.output_dir or args.save_model:
+        # A plain state_dict with the seed's keys (no "module." prefix) loads into users' code.
+        state = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
+        model_path = Path(args.output_dir or ".") / MODEL_FILE
+        atomic_write(model_path, lambda handle: torch.save(state, handle))
+        reporter.info(f"Saved model to {model_path}")
+    if args.output_dir:
+        metrics_path = write_metrics_json(Path(args.output_dir) / METRICS_FILE, metrics)
+        reporter.info(f"Saved metrics to {metrics_path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        run(args)
+    except (LaunchError, datasets.DatasetUnavailable, NonFiniteLoss) as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

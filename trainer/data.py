@@ -1,0 +1,163 @@
+"""Datasets as normalized in-memory tensors, and the per-epoch shards each rank trains on.
+
+Every image is decoded and normalized once at start-up; batches are then plain tensor
+indexing (no DataLoader, no per-sample PIL or transform work).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+TORCHVISION_DATASETS = {"fashion-mnist": "FashionMNIST", "mnist": "MNIST"}
+GENERATED_DATASETS = ("digits", "synthetic")
+DATASETS = (*TORCHVISION_DATASETS, *GENERATED_DATASETS)
+IDX_FILES = (
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
+)
+IMAGE_SIZE = 28
+NUM_CLASSES = 10
+# Generated data is independent of --seed, so every run sees the same train/test split.
+GENERATED_DATA_SEED = 0
+SYNTHETIC_SIZES = (60_000, 10_000)
+
+
+class DatasetUnavailable(RuntimeError):
+    """The dataset's files are absent and could not be downloaded."""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    train_images: torch.Tensor  # float32 [N, 1, 28, 28], normalized with the train-set statistics
+    train_labels: torch.Tensor  # int64 [N]
+    test_images: torch.Tensor
+    test_labels: torch.Tensor
+
+    def limited(self, train: int | None, test: int | None) -> Dataset:
+        """The first `train`/`test` samples of each split (None keeps the whole split)."""
+        return Dataset(
+            self.name,
+            self.train_images[:train],
+            self.train_labels[:train],
+            self.test_images[:test],
+            self.test_labels[:test],
+        )
+
+    def to(self, device: torch.device, memory_format: torch.memory_format) -> Dataset:
+        def move(images: torch.Tensor) -> torch.Tensor:
+            return images.to(device).contiguous(memory_format=memory_format)
+
+        return Dataset(
+            self.name,
+            move(self.train_images),
+            self.train_labels.to(device),
+            move(self.test_images),
+            self.test_labels.to(device),
+        )
+
+
+def raw_folder(name: str, data_dir: str | Path) -> Path:
+    """Where torchvision keeps (and looks for) the dataset's IDX files."""
+    return Path(data_dir) / TORCHVISION_DATASETS[name] / "raw"
+
+
+def load(name: str, data_dir: str | Path, download: bool) -> Dataset:
+    """Load `name` into memory; torchvision datasets are downloaded first when `download`."""
+    if name in TORCHVISION_DATASETS:
+        return _load_torchvision(name, data_dir, download)
+    if name == "digits":
+        return _load_digits()
+    if name == "synthetic":
+        return _make_synthetic()
+    raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+
+
+def _load_torchvision(name: str, data_dir: str | Path, download: bool) -> Dataset:
+    from torchvision import datasets
+
+    cls = getattr(datasets, TORCHVISION_DATASETS[name])
+    try:
+        train = cls(str(data_dir), train=True, download=download)
+        test = cls(str(data_dir), train=False, download=download)
+    except (RuntimeError, OSError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise DatasetUnavailable(
+            f"{name}: files not found in {raw_folder(name, data_dir)} and could not be downloaded "
+            f"({reason}). Put {', '.join(IDX_FILES)} there (the .gz downloads work too when "
+            f"--data-dir is writable), or choose --dataset digits or --dataset synthetic."
+        ) from error
+    return _normalized(name, train.data, train.targets, test.data, test.targets)
+
+
+def _load_digits() -> Dataset:
+    """scikit-learn's bundled 8x8 handwritten digits, placed like MNIST: 20x20 inside 28x28."""
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    images = torch.as_tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0
+    images = F.interpolate(images, size=(20, 20), mode="bilinear", align_corners=False)
+    images = F.pad(images, (4, 4, 4, 4))
+    labels = torch.as_tensor(bunch.target, dtype=torch.int64)
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(GENERATED_DATA_SEED))
+    test_count = len(labels) // 5
+    test, train = order[:test_count], order[test_count:]
+    return _normalized("digits", images[train], labels[train], images[test], labels[test])
+
+
+def _make_synthetic() -> Dataset:
+    """Ten random class prototypes plus noise: learnable, deterministic and instant."""
+    generator = torch.Generator().manual_seed(GENERATED_DATA_SEED)
+    prototypes = torch.rand(NUM_CLASSES, 1, IMAGE_SIZE, IMAGE_SIZE, generator=generator)
+
+    def split(count: int) -> tuple[torch.Tensor, torch.Tensor]:
+        labels = torch.randint(0, NUM_CLASSES, (count,), generator=generator)
+        noise = torch.randn(count, 1, IMAGE_SIZE, IMAGE_SIZE, generator=generator)
+        return prototypes[labels] + 0.8 * noise, labels
+
+    train_images, train_labels = split(SYNTHETIC_SIZES[0])
+    test_images, test_labels = split(SYNTHETIC_SIZES[1])
+    return _normalized("synthetic", train_images, train_labels, test_images, test_labels)
+
+
+def _normalized(name, train_images, train_labels, test_images, test_labels) -> Dataset:
+    train = _as_float_images(train_images)
+    test = _as_float_images(test_images)
+    mean, std = train.mean(), train.std()
+    return Dataset(
+        name,
+        (train - mean) / std,
+        torch.as_tensor(train_labels, dtype=torch.int64),
+        (test - mean) / std,
+        torch.as_tensor(test_labels, dtype=torch.int64),
+    )
+
+
+def _as_float_images(images: torch.Tensor) -> torch.Tensor:
+    if images.dtype == torch.uint8:
+        images = images.float() / 255.0
+    if images.dim() == 3:
+        images = images.unsqueeze(1)
+    return images.float().contiguous()
+
+
+def epoch_shard(num_samples: int, seed: int, epoch: int, rank: int, world_size: int) -> torch.Tensor:
+    """This rank's sample indices for `epoch`.
+
+    All ranks draw the same permutation (seeded with seed + epoch, so the order changes every
+    epoch) and take every world_size-th entry. The remainder (< world_size samples) is dropped
+    so every rank runs the same number of steps, which DDP's collectives require.
+    """
+    order = torch.randperm(num_samples, generator=torch.Generator().manual_seed(seed + epoch))
+    per_rank = num_samples // world_size
+    return order[rank : per_rank * world_size : world_size]
+
+
+def eval_shard(num_samples: int, rank: int, world_size: int) -> torch.Tensor:
+    """A disjoint, unpadded slice of the test set; the slices of all ranks cover it exactly."""
+    return torch.arange(rank, num_samples, world_size)

@@ -1,0 +1,195 @@
+"""Process-group setup from the training-operator's or torchrun's environment, and CPU threads.
+
+Three launch modes are supported:
+- the training-operator's contract without torchrun: MASTER_ADDR, MASTER_PORT, WORLD_SIZE and
+  RANK (the pod's replica index), one process per pod;
+- torchrun, which rewrites RANK/WORLD_SIZE per process and adds LOCAL_RANK/LOCAL_WORLD_SIZE;
+- no environment at all: a single process with no process group.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+BACKENDS = ("auto", "gloo", "nccl")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+class LaunchError(RuntimeError):
+    """The environment or flags cannot start this process correctly; the message says why."""
+
+
+@dataclass(frozen=True)
+class DistContext:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    device: torch.device
+    backend: str
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Sum `tensor` over all ranks in place (a no-op for a single process)."""
+        if self.distributed:
+            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return tensor
+
+    def all_true(self, flag: bool) -> bool:
+        """True only if `flag` is true on every rank."""
+        value = torch.tensor([1.0 if flag else 0.0], device=self.device)
+        if self.distributed:
+            dist.all_reduce(value, op=dist.ReduceOp.MIN)
+        return bool(value.item())
+
+    def broadcast_from_main(self, obj: object) -> object:
+        """Rank 0's `obj` on every rank (pickled; used for small state such as checkpoints)."""
+        if not self.distributed:
+            return obj
+        holder = [obj]
+        dist.broadcast_object_list(holder, src=0, device=self.device)
+        return holder[0]
+
+
+@dataclass(frozen=True)
+class LaunchEnv:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+
+
+def read_launch_env(env: dict[str, str] | None = None) -> LaunchEnv:
+    """Rank and world size from the environment, validated with actionable messages."""
+    env = dict(os.environ if env is None else env)
+    world_size = _int_var(env, "WORLD_SIZE", default=1, minimum=1)
+    rank = _int_var(env, "RANK", default=0, minimum=0)
+    if rank >= world_size:
+        raise LaunchError(f"RANK={rank} must be smaller than WORLD_SIZE={world_size}")
+    under_torchrun = "LOCAL_RANK" in env
+    local_rank = _int_var(env, "LOCAL_RANK", default=0, minimum=0)
+    local_world_size = _int_var(env, "LOCAL_WORLD_SIZE", default=1, minimum=1)
+    nproc = env.get("PET_NPROC_PER_NODE", "")
+    if not under_torchrun and nproc.isdigit() and int(nproc) > 1:
+        raise LaunchError(
+            f"nprocPerNode is {nproc}, so WORLD_SIZE={world_size} counts {nproc} processes per "
+            "pod, but this process was not started by torchrun. Start the trainer with torchrun "
+            "(chart value torchrun.enabled=true) or set nprocPerNode to 1."
+        )
+    if world_size > 1:
+        missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not env.get(name)]
+        if missing:
+            raise LaunchError(
+                f"WORLD_SIZE={world_size} but {' and '.join(missing)} is not set; the "
+                "training-operator sets both, or use torchrun for local multi-process runs."
+            )
+    return LaunchEnv(rank, world_size, local_rank, local_world_size)
+
+
+def _int_var(env: dict[str, str], name: str, default: int, minimum: int) -> int:
+    raw = env.get(name, "")
+    if raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise LaunchError(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise LaunchError(f"{name}={value} must be at least {minimum}")
+    return value
+
+
+def resolve_backend(requested: str, use_cuda: bool) -> str:
+    """auto means nccl on CUDA and gloo otherwise; nccl without a GPU is refused."""
+    if requested == "auto":
+        return "nccl" if use_cuda else "gloo"
+    if requested == "nccl" and not use_cuda:
+        raise LaunchError(
+            "--backend nccl needs a CUDA GPU, but none is available to this process "
+            "(or --no-cuda was given). Use --backend gloo or --backend auto on CPU."
+        )
+    return requested
+
+
+def init(requested_backend: str, use_cuda: bool, timeout_seconds: float) -> DistContext:
+    launch = read_launch_env()
+    backend = resolve_backend(requested_backend, use_cuda)
+    if use_cuda:
+        device = torch.device("cuda", launch.local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    if launch.world_size > 1:
+        # A short timeout turns a dead peer into a failed (and restartable) pod, not a hang.
+        dist.init_process_group(
+            backend,
+            rank=launch.rank,
+            world_size=launch.world_size,
+            timeout=timedelta(seconds=timeout_seconds),
+        )
+    return DistContext(
+        launch.rank, launch.world_size, launch.local_rank, launch.local_world_size, device, backend
+    )
+
+
+def shutdown(ctx: DistContext) -> None:
+    if ctx.distributed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def cpu_quota(cgroup_root: Path = CGROUP_ROOT) -> float | None:
+    """CPUs allowed by the container's CFS quota (cgroup v2 or v1), or None when unlimited."""
+    v2 = cgroup_root / "cpu.max"
+    if v2.exists():
+        quota, _, period = v2.read_text().strip().partition(" ")
+        if quota == "max":
+            return None
+        return int(quota) / int(period or 100_000)
+    v1_quota = cgroup_root / "cpu" / "cpu.cfs_quota_us"
+    v1_period = cgroup_root / "cpu" / "cpu.cfs_period_us"
+    if v1_quota.exists() and v1_period.exists():
+        quota_us = int(v1_quota.read_text())
+        return None if quota_us <= 0 else quota_us / int(v1_period.read_text())
+    return None
+
+
+def thread_count(local_world_size: int, cgroup_root: Path = CGROUP_ROOT) -> int:
+    """Intra-op threads per process: usable CPUs (affinity and quota) over local processes.
+
+    PyTorch otherwise sizes its pool from the host's cores, not the pod's CPU limit, and a
+    throttled pod runs many times slower.
+    """
+    cpus = len(os.sched_getaffinity(0))
+    quota = cpu_quota(cgroup_root)
+    if quota is not None:
+        cpus = min(cpus, max(1, math.floor(quota)))
+    return max(1, cpus // local_world_size)
+
+
+def configure_threads(requested: int, local_world_size: int) -> int:
+    """Apply --threads, else respect OMP_NUM_THREADS, else size from the cgroup quota."""
+    if requested > 0:
+        threads = requested
+    elif os.environ.get("OMP_NUM_THREADS"):
+        threads = torch.get_num_threads()
+    else:
+        threads = thread_count(local_world_size)
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass  # already fixed by earlier parallel work in this process; harmless
+    return threads

@@ -1,0 +1,254 @@
+"""The training loop: sharded steps over resident tensors, exact evaluation, resumable state."""
+from __future__ import annotations
+
+import math
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from trainer.checkpoint import CheckpointStore
+from trainer.data import Dataset, epoch_shard, eval_shard
+from trainer.distributed import DistContext
+from trainer.metrics import Reporter
+
+LR_SCHEDULES = ("constant", "onecycle")
+ONECYCLE_WARMUP = 0.15  # fraction of all steps spent warming up from lr/10
+
+
+class NonFiniteLoss(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 1
+    batch_size: int = 64  # per process, as in the seed script's DistributedSampler loader
+    test_batch_size: int = 1000
+    lr: float = 0.01
+    momentum: float = 0.5
+    nesterov: bool = False
+    weight_decay: float = 0.0
+    lr_schedule: str = "constant"
+    label_smoothing: float = 0.0
+    seed: int = 1
+    log_interval: int = 10
+    checkpoint_every: int = 0  # steps; 0 checkpoints at epoch ends only
+    compile: bool = False
+
+
+@dataclass
+class Progress:
+    """Where training stands; all of it goes into checkpoints."""
+
+    epoch: int = 1  # next epoch to run (1-based)
+    batch: int = 0  # next batch within that epoch
+    step: int = 0  # optimizer steps taken
+    train_images: int = 0  # images trained on by all ranks together
+    train_seconds: float = 0.0
+    history: list[dict] = field(default_factory=list)  # one evaluation per finished epoch
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    accuracy: float
+    loss: float
+    count: int
+
+
+def lr_at(config: TrainConfig, step: int, total_steps: int) -> float:
+    if config.lr_schedule == "constant":
+        return config.lr
+    warmup = max(1, int(total_steps * ONECYCLE_WARMUP))
+    if step < warmup:
+        return config.lr * (0.1 + 0.9 * step / warmup)
+    return config.lr * max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+
+def autocast_for(device: torch.device):
+    """bf16 autocast on GPUs that support it; CPU stays fp32 (bf16 only pays with AMX/AVX512)."""
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return nullcontext()
+
+
+@torch.inference_mode()
+def evaluate(net: nn.Module, data: Dataset, ctx: DistContext, batch_size: int) -> Evaluation:
+    """Exact accuracy and mean loss over the whole test set, whatever the world size.
+
+    Each rank scores a disjoint, unpadded slice; sums of correct, count and loss are
+    all-reduced, so no sample is counted twice (DistributedSampler pads, this does not).
+    The unwrapped module is used so uneven slice lengths cannot hang a DDP collective.
+    """
+    net.eval()
+    totals = torch.zeros(3, dtype=torch.float64, device=ctx.device)
+    indices = eval_shard(len(data.test_labels), ctx.rank, ctx.world_size).to(ctx.device)
+    with autocast_for(ctx.device):
+        for batch in indices.split(batch_size):
+            output = net(data.test_images[batch]).float()
+            target = data.test_labels[batch]
+            totals[0] += (output.argmax(dim=1) == target).sum()
+            totals[1] += len(batch)
+            totals[2] += F.nll_loss(output, target, reduction="sum")
+    ctx.all_reduce_sum(totals)
+    correct, count, loss_sum = totals.tolist()
+    if int(count) != len(data.test_labels):
+        raise AssertionError(f"evaluated {int(count)} samples, test set has {len(data.test_labels)}")
+    return Evaluation(correct / count, loss_sum / count, int(count))
+
+
+class Trainer:
+    def __init__(
+        self, net: nn.Module, data: Dataset, ctx: DistContext, config: TrainConfig,
+        reporter: Reporter, store: CheckpointStore | None,
+    ) -> None:
+        self.net = net
+        self.data = data
+        self.ctx = ctx
+        self.config = config
+        self.reporter = reporter
+        self.store = store
+        self.optimizer = torch.optim.SGD(
+            net.parameters(), lr=config.lr, momentum=config.momentum,
+            nesterov=config.nesterov, weight_decay=config.weight_decay,
+        )
+        module: nn.Module = net
+        if ctx.distributed:
+            module = DistributedDataParallel(
+                net,
+                device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,
+                gradient_as_bucket_view=True,  # grads live in the allreduce buckets: no copies
+            )
+        self.module = torch.compile(module) if config.compile else module
+        self.batches_per_epoch = math.ceil(
+            (len(data.train_labels) // ctx.world_size) / config.batch_size
+        )
+        self.total_steps = self.batches_per_epoch * config.epochs
+        self.progress = Progress()
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def state(self) -> dict:
+        p = self.progress
+        return {
+            "model": self.net.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "epoch": p.epoch, "batch": p.batch, "step": p.step,
+            "train_images": p.train_images, "train_seconds": p.train_seconds,
+            "history": p.history,
+            "world_size": self.ctx.world_size,
+            "rng": {"torch": torch.get_rng_state()},
+        }
+
+    def resume(self) -> None:
+        """Continue from the newest valid checkpoint, read by rank 0 and sent to every rank,
+        so workers need no shared volume."""
+        if self.store is None:
+            return
+        path, state = self.store.load_latest() if self.ctx.is_main else (None, None)
+        path, state = self.ctx.broadcast_from_main((path, state))
+        if state is None:
+            return
+        self.net.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng"]["torch"])
+        self.progress = Progress(
+            state["epoch"], state["batch"], state["step"], state["train_images"],
+            state["train_seconds"], list(state["history"]),
+        )
+        if state["world_size"] != self.ctx.world_size:
+            self.reporter.info(
+                f"warning: {path} was written with world size {state['world_size']}, now "
+                f"{self.ctx.world_size}; the rest of epoch {state['epoch']} is resharded"
+            )
+        self.reporter.info(f"Resumed from {path} (epoch {self.progress.epoch}, step {self.progress.step})")
+
+    def _checkpoint(self) -> None:
+        if self.store is not None and self.ctx.is_main:
+            self.store.save(self.state(), self.progress.step)
+
+    # -- training ------------------------------------------------------------------------------
+
+    def fit(self) -> Evaluation:
+        p = self.progress
+        while p.epoch <= self.config.epochs:
+            self._train_epoch()
+            result = evaluate(self.net, self.data, self.ctx, self.config.test_batch_size)
+            self.reporter.evaluation(p.epoch, result.accuracy, result.loss)
+            p.history.append({"epoch": p.epoch, "accuracy": result.accuracy, "val_loss": result.loss})
+            p.epoch, p.batch = p.epoch + 1, 0
+            self._checkpoint()
+        if not p.history:  # nothing to train (epochs already done): still report the model
+            result = evaluate(self.net, self.data, self.ctx, self.config.test_batch_size)
+            p.history.append({"epoch": p.epoch - 1, "accuracy": result.accuracy, "val_loss": result.loss})
+        last = p.history[-1]
+        return Evaluation(last["accuracy"], last["val_loss"], len(self.data.test_labels))
+
+    def _train_epoch(self) -> None:
+        p, config, ctx = self.progress, self.config, self.ctx
+        images, labels = self.data.train_images, self.data.train_labels
+        shard = epoch_shard(len(labels), config.seed, p.epoch, ctx.rank, ctx.world_size)
+        batches = shard.to(ctx.device).split(config.batch_size)
+        window_loss = torch.zeros((), device=ctx.device)
+        window_steps = 0
+        self.net.train()
+        started = time.perf_counter()
+        for index in range(p.batch, len(batches)):
+            batch = batches[index]
+            lr = lr_at(config, p.step, self.total_steps)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            loss = self._step(images[batch], labels[batch])
+            window_loss += loss.detach()
+            window_steps += 1
+            p.step += 1
+            p.batch = index + 1
+            p.train_images += len(batch) * ctx.world_size
+            if index % config.log_interval == 0:
+                mean_loss = self._window_mean(window_loss, window_steps, p.epoch, index)
+                self.reporter.train_progress(
+                    p.epoch, index, len(batches), index * config.batch_size * ctx.world_size,
+                    len(labels), mean_loss, p.step, lr,
+                )
+                window_loss.zero_()
+                window_steps = 0
+            if config.checkpoint_every and p.step % config.checkpoint_every == 0:
+                if window_steps:
+                    self._window_mean(window_loss, window_steps, p.epoch, index)
+                p.train_seconds += self._elapsed(started)
+                self._checkpoint()
+                started = time.perf_counter()
+        if window_steps:
+            self._window_mean(window_loss, window_steps, p.epoch, len(batches) - 1)
+        p.train_seconds += self._elapsed(started)
+
+    def _step(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        self.optimizer.zero_grad(set_to_none=True)
+        with autocast_for(self.ctx.device):
+            output = self.module(images)
+        # The net ends in log_softmax, so cross_entropy on its output equals nll_loss and adds
+        # label smoothing (log_softmax of log-probabilities is the identity).
+        loss = F.cross_entropy(output.float(), labels, label_smoothing=self.config.label_smoothing)
+        loss.backward()
+        self.optimizer.step()
+        return loss
+
+    def _window_mean(self, loss_sum: torch.Tensor, steps: int, epoch: int, batch: int) -> float:
+        """Mean training loss over recent steps on all ranks; stops the job if it is not finite."""
+        totals = self.ctx.all_reduce_sum(torch.stack([loss_sum, torch.tensor(float(steps), device=loss_sum.device)]))
+        mean = (totals[0] / totals[1]).item()
+        if not math.isfinite(mean):
+            raise NonFiniteLoss(
+                f"training loss became {mean} in epoch {epoch} near batch {batch}; the model "
+                f"diverged. Lower --lr (now {self.config.lr}) or --momentum, then rerun."
+            )
+        return mean
+
+    def _elapsed(self, started: float) -> float:
+        if self.ctx.device.type == "cuda":
+            torch.cuda.synchronize(self.ctx.device)
+        return time.perf_counter() - started

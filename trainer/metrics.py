@@ -1,0 +1,66 @@
+"""What rank 0 reports: the seed script's console lines, Katib-parsable metrics, TensorBoard
+scalars and a final metrics.json."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from trainer.fileio import atomic_write
+
+
+class Reporter:
+    """Prints and logs on the main rank only; every method is a no-op elsewhere."""
+
+    def __init__(self, enabled: bool, log_dir: str | Path | None) -> None:
+        self.enabled = enabled
+        self._writer = None
+        if enabled and log_dir:
+            from tensorboardX import SummaryWriter
+
+            self._writer = SummaryWriter(str(log_dir))
+
+    def info(self, message: str) -> None:
+        if self.enabled:
+            print(message, flush=True)
+
+    def train_progress(
+        self, epoch: int, batch: int, num_batches: int, samples_done: int, total: int,
+        loss: float, step: int, lr: float,
+    ) -> None:
+        # The seed script's line, kept byte-compatible for users' log parsers.
+        self.info(
+            f"Train Epoch: {epoch} [{samples_done}/{total} ({100.0 * batch / num_batches:.0f}%)]"
+            f"\tloss={loss:.4f}"
+        )
+        self._scalar("loss", loss, step)
+        self._scalar("lr", lr, step)
+
+    def evaluation(self, epoch: int, accuracy: float, val_loss: float) -> None:
+        # Katib's default StdOut filter reads `name=value`; the braces line is the seeds' format.
+        self.info(f"epoch={epoch} accuracy={_finite(accuracy):.4f} val_loss={_finite(val_loss):.4f}")
+        self.info(
+            f"{{metricName: accuracy, metricValue: {accuracy:.4f}}};"
+            f"{{metricName: loss, metricValue: {val_loss:.4f}}}"
+        )
+        self._scalar("accuracy", accuracy, epoch)
+        self._scalar("val_loss", val_loss, epoch)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+    def _scalar(self, tag: str, value: float, step: int) -> None:
+        if self._writer is not None:
+            self._writer.add_scalar(tag, value, step)
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError(f"refusing to report a non-finite metric ({value})")
+    return value
+
+
+def write_metrics_json(path: str | Path, metrics: dict) -> Path:
+    text = json.dumps(metrics, indent=2, sort_keys=True) + "\n"
+    return atomic_write(path, lambda handle: handle.write(text.encode()))

@@ -1,0 +1,31 @@
+"""The Kubeflow PyTorchJob example CNN, unchanged so saved state_dicts load into users' code."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# Training FLOPs per 28x28 image (forward + weight and input gradients), used for MFU.
+TRAIN_FLOPS_PER_IMAGE = 13.18e6
+
+
+class Net(nn.Module):
+    """conv 1->20->50 (5x5), fc 800->500->10, log-softmax: 431,080 parameters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 20, 5, 1)
+        self.conv2 = nn.Conv2d(20, 50, 5, 1)
+        self.fc1 = nn.Linear(4 * 4 * 50, 500)
+        self.fc2 = nn.Linear(500, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2, 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2, 2)
+        x = torch.flatten(x, 1)
+        x = F.relu(self.fc1(x))
+        return F.log_softmax(self.fc2(x), dim=1)
+
+
+def parameter_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
