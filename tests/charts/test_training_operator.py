@@ -1,0 +1,363 @@
+"""charts/training-operator rendered with real Helm 3 and Helm 4 binaries (the `helm` fixture)."""
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.support.helm import REPO, Helm, by_kind, one
+from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
+from tests.support.pss import container_violations, restricted_violations
+from tests.support.render import render_documents
+
+CHART = REPO / "charts" / "training-operator"
+CI_VALUES = sorted(CHART.glob("ci/*-values.yaml"))
+# None = chart defaults; then every chart-testing values file.
+VARIANTS = [None, *CI_VALUES]
+VARIANT_IDS = ["defaults", *(f.name for f in CI_VALUES)]
+RELEASE, NAMESPACE = "training-operator", "kubeflow"
+WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"
+# Kinds from CRDs that kubernetes-validate does not know.
+NOT_BUILTIN = {"ServiceMonitor"}
+
+
+@functools.lru_cache(maxsize=None)
+def _render(helm: Helm, values_file=None, set_items: tuple = ()) -> tuple:
+    docs = render_documents(
+        helm,
+        CHART,
+        values_files=(values_file,) if values_file else (),
+        set_values=dict(set_items),
+        release=RELEASE,
+        namespace=NAMESPACE,
+    )
+    return tuple(docs)
+
+
+def render(helm: Helm, values_file=None, **set_values) -> list[dict]:
+    """Rendered documents (cached: every combination is rendered once per Helm binary)."""
+    frozen = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in set_values.items()))
+    return json.loads(json.dumps(_render(helm, values_file, frozen)))
+
+
+def template_error(helm: Helm, **set_values) -> str:
+    result = helm.template(CHART, set_values=set_values, release=RELEASE, namespace=NAMESPACE)
+    assert result.returncode != 0, f"{helm.name} accepted {set_values}"
+    return result.stderr
+
+
+def operator_container(docs: list[dict]) -> dict:
+    return one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+
+
+def flags(docs: list[dict]) -> dict[str, str | None]:
+    """Operator flags as {"--name": value or None}."""
+    parsed = {}
+    for arg in operator_container(docs)["args"]:
+        name, _, value = arg.partition("=")
+        parsed[name] = value if value else None
+    return parsed
+
+
+def init_container_template(docs: list[dict], values: dict[str, str] | None = None) -> list[dict]:
+    """The init-container ConfigMap as the operator would expand it for one Worker pod."""
+    configmaps = [d for d in by_kind(docs, "ConfigMap") if "initContainer.yaml" in (d.get("data") or {})]
+    assert len(configmaps) == 1
+    text = configmaps[0]["data"]["initContainer.yaml"]
+    for placeholder, value in (values or {"InitContainerImage": "alpine:3.22", "MaxTries": "100", "MasterAddr": "job-master-0"}).items():
+        text = text.replace("{{." + placeholder + "}}", value)
+    assert "{{" not in text, f"unexpanded Go template action left in:\n{text}"
+    return yaml.safe_load(text)
+
+
+# --- lint and render: defaults and every ci/*-values.yaml -------------------------------------
+
+
+@pytest.mark.parametrize("values_file", VARIANTS, ids=VARIANT_IDS)
+def test_helm_lint_strict(helm, values_file):
+    args = ["lint", "--strict", str(CHART)] + (["-f", str(values_file)] if values_file else [])
+    result = helm.run(*args, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+
+
+def test_chart_testing_finds_values_files():
+    assert {f.name for f in CI_VALUES} >= {"kind-values.yaml", "namespaced-values.yaml"}
+
+
+@pytest.mark.parametrize("values_file", VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize("kube_version", KUBERNETES_VERSIONS)
+def test_every_manifest_is_valid_kubernetes(helm, values_file, kube_version):
+    docs = render(helm, values_file)
+    assert {"CustomResourceDefinition", "Deployment", "Service", "ValidatingWebhookConfiguration"} <= {d["kind"] for d in docs}
+    for doc in docs:
+        if doc["kind"] not in NOT_BUILTIN:
+            validate_builtin(doc, kube_version)
+
+
+@pytest.mark.parametrize("values_file", VARIANTS, ids=VARIANT_IDS)
+def test_rbac_has_no_wildcards(helm, values_file):
+    docs = render(helm, values_file)
+    roles = by_kind(docs, "ClusterRole") + by_kind(docs, "Role")
+    assert roles
+    for role in roles:
+        for rule in role["rules"]:
+            for field in ("apiGroups", "resources", "verbs", "resourceNames"):
+                assert "*" not in rule.get(field, []), f"{role['kind']}/{role['metadata']['name']}: wildcard in {field}: {rule}"
+            assert not any("*" in r for r in rule["resources"]), f"{role['metadata']['name']}: {rule}"
+
+
+@pytest.mark.parametrize("values_file", VARIANTS, ids=VARIANT_IDS)
+def test_every_pod_spec_meets_pss_restricted(helm, values_file):
+    docs = render(helm, values_file)
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert restricted_violations(pod, "operator") == []
+    # The init container the operator injects into Worker pods must pass too (the pod-level
+    # context belongs to the user's job, so the container must be restricted on its own).
+    for container in init_container_template(docs):
+        assert container_violations(container, {}, "init-pytorch") == []
+
+
+# --- operator wiring ---------------------------------------------------------------------------
+
+
+def test_operator_defaults(helm):
+    docs = render(helm)
+    container = operator_container(docs)
+    assert container["image"] == "ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489"
+    operator_flags = flags(docs)
+    assert operator_flags["--enable-scheme"] == "pytorchjob"
+    assert "--leader-elect" not in operator_flags and "--namespace" not in operator_flags
+    assert "--gang-scheduler-name" not in operator_flags
+    assert operator_flags["--kube-api-qps"] == "20" and operator_flags["--kube-api-burst"] == "30"
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"metrics": 8080, "webhook": 9443, "health": 8081}
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    deployment = one(docs, "Deployment")
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert isinstance(deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"], int)
+
+
+@pytest.mark.parametrize("values_file", VARIANTS, ids=VARIANT_IDS)
+def test_webhook_service_and_secret_match_the_operator_flags(helm, values_file):
+    docs = render(helm, values_file)
+    operator_flags = flags(docs)
+    service = one(docs, "Service")
+    secret = one(docs, "Secret")
+    webhook_configuration = one(docs, "ValidatingWebhookConfiguration")
+    assert operator_flags["--webhook-service-name"] == service["metadata"]["name"]
+    assert operator_flags["--webhook-secret-name"] == secret["metadata"]["name"]
+    volumes = one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "webhook-cert", "secret": {"secretName": secret["metadata"]["name"]}} in volumes
+    assert webhook_configuration["metadata"]["name"] == WEBHOOK_CONFIGURATION
+    (webhook,) = webhook_configuration["webhooks"]
+    client = webhook["clientConfig"]
+    assert "caBundle" not in client, "the operator injects caBundle; templating it fights the cert rotator"
+    assert client["service"] == {
+        "name": service["metadata"]["name"],
+        "namespace": NAMESPACE,
+        "path": "/validate-kubeflow-org-v1-pytorchjob",
+        "port": 443,
+    }
+    webhook_port = {p["name"]: p for p in service["spec"]["ports"]}["webhook"]
+    assert webhook_port["port"] == 443 and webhook_port["targetPort"] == "webhook"
+    assert webhook["rules"][0]["resources"] == ["pytorchjobs"]
+    assert "data" not in secret and "stringData" not in secret, "declared keys break Helm 4 upgrades"
+
+
+def test_default_release_uses_upstream_names(helm):
+    docs = render(helm)
+    assert one(docs, "Secret")["metadata"]["name"] == "training-operator-webhook-cert"
+    assert one(docs, "Service")["metadata"]["name"] == "training-operator"
+
+
+def test_init_container_template_is_mounted_and_passed(helm):
+    docs = render(helm, **{"initContainer.image.registry": "mirror.local", "initContainer.image.tag": "3.21"})
+    operator_flags = flags(docs)
+    assert operator_flags["--pytorch-init-container-image"] == "mirror.local/library/alpine:3.21"
+    template_path = operator_flags["--pytorch-init-container-template-file"]
+    mount = {m["name"]: m for m in operator_container(docs)["volumeMounts"]}["init-container-template"]
+    assert template_path == f"{mount['mountPath']}/initContainer.yaml"
+    (init,) = init_container_template(docs, {"InitContainerImage": "mirror.local/library/alpine:3.21", "MaxTries": "7", "MasterAddr": "j-master-0"})
+    assert init["name"] == "init-pytorch" and init["image"] == "mirror.local/library/alpine:3.21"
+    assert "seq 7" in init["command"][-1] and "nslookup j-master-0" in init["command"][-1]
+
+
+def test_leader_election_adds_flag_and_leases_rule(helm):
+    without = render(helm)
+    assert not any("leases" in rule["resources"] for role in by_kind(without, "ClusterRole") for rule in role["rules"])
+    assert not by_kind(without, "Role")
+    docs = render(helm, **{"leaderElection.enabled": True, "replicaCount": 2})
+    assert "--leader-elect" in flags(docs)
+    role = one(docs, "Role")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert any(r["apiGroups"] == ["coordination.k8s.io"] and r["resources"] == ["leases"] for r in role["rules"])
+    assert "strategy" not in one(docs, "Deployment")["spec"]
+
+
+def test_several_replicas_need_leader_election(helm):
+    error = template_error(helm, replicaCount=2)
+    assert "leaderElection.enabled" in error
+
+
+def test_namespace_scoped_mode(helm):
+    docs = render(helm, namespaceScoped=True)
+    assert flags(docs)["--namespace"] == NAMESPACE
+    role = one(docs, "Role")
+    assert any("pods" in rule["resources"] for rule in role["rules"])
+    binding = one(docs, "RoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    operator_cluster_role = next(r for r in by_kind(docs, "ClusterRole") if r["metadata"]["name"] == RELEASE)
+    resources = {res for rule in operator_cluster_role["rules"] for res in rule["resources"]}
+    assert resources == {"validatingwebhookconfigurations"}, "cluster-wide rights beyond the webhook configuration"
+    webhook = one(docs, "ValidatingWebhookConfiguration")["webhooks"][0]
+    assert webhook["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}}
+
+
+def test_cluster_mode_rules_cover_only_pytorchjobs(helm):
+    docs = render(helm)
+    operator_role = next(r for r in by_kind(docs, "ClusterRole") if r["metadata"]["name"] == RELEASE)
+    kubeflow = {res for rule in operator_role["rules"] if "kubeflow.org" in rule["apiGroups"] for res in rule["resources"]}
+    assert kubeflow == {"pytorchjobs", "pytorchjobs/status", "pytorchjobs/finalizers"}
+    binding = one(docs, "ClusterRoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
+
+
+def test_user_roles_aggregate_into_builtin_roles(helm):
+    docs = render(helm)
+    aggregated = {
+        label.rsplit("-", 1)[-1]
+        for role in by_kind(docs, "ClusterRole")
+        for label, value in role["metadata"]["labels"].items()
+        if label.startswith("rbac.authorization.k8s.io/aggregate-to-") and value == "true"
+    }
+    assert aggregated == {"admin", "edit", "view"}
+    assert len(by_kind(render(helm, **{"rbac.aggregateToUserRoles": False}), "ClusterRole")) == 1
+
+
+def test_tunables_reach_the_operator(helm):
+    docs = render(helm, gangSchedulerName="volcano", logLevel="debug", controllerThreads=3,
+                  **{"kubeAPI.qps": 55, "kubeAPI.burst": 80, "extraArgs": ["--zap-encoder=json"]})
+    operator_flags = flags(docs)
+    assert operator_flags["--gang-scheduler-name"] == "volcano"
+    assert operator_flags["--zap-log-level"] == "debug"
+    assert operator_flags["--controller-threads"] == "3"
+    assert (operator_flags["--kube-api-qps"], operator_flags["--kube-api-burst"]) == ("55", "80")
+    assert operator_flags["--zap-encoder"] == "json"
+
+
+def test_scheduling_knobs_reach_the_pod(helm):
+    pod = one(render(helm, priorityClassName="high", **{"nodeSelector.pool": "system"}), "Deployment")["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "high"
+    assert pod["nodeSelector"] == {"pool": "system"}
+
+
+def test_image_digest_pins_the_image(helm):
+    digest = "sha256:" + "a" * 64
+    container = operator_container(render(helm, **{"image.digest": digest}))
+    assert container["image"] == f"ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489@{digest}"
+    error = template_error(helm, **{"image.tag": "", "image.digest": ""})
+    assert "image.tag or image.digest" in error
+
+
+def test_crd_toggles(helm):
+    crd = one(render(helm), "CustomResourceDefinition")
+    assert crd["metadata"]["annotations"] == {
+        "helm.sh/resource-policy": "keep",
+        "argocd.argoproj.io/sync-options": "ServerSideApply=true",
+    }
+    unkept = one(render(helm, **{"crds.keep": False}), "CustomResourceDefinition")
+    assert "helm.sh/resource-policy" not in unkept["metadata"]["annotations"]
+    assert not by_kind(render(helm, **{"crds.enabled": False}), "CustomResourceDefinition")
+
+
+def test_service_monitor_is_optional(helm):
+    assert not by_kind(render(helm), "ServiceMonitor")
+    monitor = one(render(helm, **{"metrics.serviceMonitor.enabled": True, "metrics.serviceMonitor.labels.release": "prom"}), "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["selector"]["matchLabels"] == one(render(helm), "Deployment")["spec"]["selector"]["matchLabels"]
+
+
+def test_notes_tell_the_user_what_to_check(helm, tmp_path):
+    # `helm template` skips NOTES.txt (and Helm 3 cannot dry-run an install without a cluster), so
+    # render a copy of the chart in which the notes are a block scalar of an ordinary template.
+    chart = tmp_path / "training-operator"
+    shutil.copytree(CHART, chart)
+    notes_template = chart / "templates" / "NOTES.txt"
+    indented = "".join("  " + line for line in notes_template.read_text().splitlines(keepends=True))
+    (chart / "templates" / "notes-preview.yaml").write_text("notes: |\n" + indented)
+    notes_template.unlink()
+
+    def notes(**set_values):
+        (preview,) = render_documents(helm, chart, set_values=set_values, release=RELEASE, namespace=NAMESPACE,
+                                      extra=("--show-only", "templates/notes-preview.yaml"))
+        return preview["notes"]
+
+    text = notes()
+    assert "kubectl get crd pytorchjobs.kubeflow.org" in text
+    assert f"rollout status deployment/{RELEASE}" in text
+    assert "WARNING" not in text
+    assert "crds.enabled=false" in notes(**{"crds.enabled": False})
+
+
+# --- values schema: refusals name the key --------------------------------------------------------
+
+REFUSED_VALUES = [
+    ({"replicaCount": -1}, "replicaCount"),
+    ({"replicaCount": "two"}, "replicaCount"),
+    ({"image.tag": 5}, "image.tag"),
+    ({"image.pullPolicy": "Sometimes"}, "image.pullPolicy"),
+    ({"image.digest": "sha256:short"}, "image.digest"),
+    ({"kubeAPI.qps": -5}, "kubeAPI.qps"),
+    ({"kubeAPI.burst": 0}, "kubeAPI.burst"),
+    ({"controllerThreads": 0}, "controllerThreads"),
+    ({"initContainer.maxTries": -1}, "initContainer.maxTries"),
+    ({"webhook.failurePolicy": "Maybe"}, "webhook.failurePolicy"),
+    ({"webhook.timeoutSeconds": 60}, "webhook.timeoutSeconds"),
+    ({"metrics.port": 70000}, "metrics.port"),
+    ({"logLevel": "verbose"}, "logLevel"),
+    ({"leaderElection.enabled": "yes"}, "leaderElection.enabled"),
+    ({"extraArgs": ["zap-log-level=debug"]}, "extraArgs"),
+    ({"unknownKey": 1}, "unknownKey"),
+    ({"crds.install": True}, "install"),
+    ({"initContainer.image.name": "x"}, "name"),
+]
+
+
+@pytest.mark.parametrize(("set_values", "key"), REFUSED_VALUES, ids=[k for _, k in REFUSED_VALUES])
+def test_schema_refuses_bad_values_naming_the_key(helm, set_values, key):
+    error = template_error(helm, **set_values)
+    # Helm 3 reports "a.b: …", Helm 4 "at '/a/b': …"; unknown keys appear by name in both.
+    assert key in error or "/" + key.replace(".", "/") in error, error
+
+
+# --- chart-testing config ------------------------------------------------------------------------
+
+
+def test_yamllint_passes_on_chart_metadata_and_values():
+    files = sorted(
+        str(p)
+        for pattern in ("charts/*/Chart.yaml", "charts/*/values.yaml", "charts/*/ci/*-values.yaml", "ct.yaml")
+        for p in REPO.glob(pattern)
+    )
+    assert any(f.endswith("training-operator/values.yaml") for f in files)
+    result = subprocess.run(
+        [sys.executable, "-m", "yamllint", "--strict", "-c", str(REPO / "ci" / "lintconf.yaml"), *files],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ct_config_points_at_the_charts():
+    config = yaml.safe_load((REPO / "ct.yaml").read_text())
+    assert config["chart-dirs"] == ["charts"]
+    assert config["validate-maintainers"] is False
+    assert (REPO / config["lint-conf"]).is_file()
