@@ -79,7 +79,8 @@ FOOTER = "{{- end }}\n"
 def first_sentence(text: str) -> str:
     """The first sentence of a Kubernetes description; enough for `kubectl explain`."""
     paragraph = text.strip().split("\n", 1)[0]
-    match = re.match(r"(.+?[.:])(\s|$)", paragraph)
+    paragraph = re.split(r"[\s;,]*More info:", paragraph)[0]
+    match = re.match(r"(.+?\.)(\s|$)", paragraph)
     return (match.group(1) if match else paragraph).strip()
 
 
