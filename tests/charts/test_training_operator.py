@@ -361,3 +361,42 @@ def test_ct_config_points_at_the_charts():
     assert config["chart-dirs"] == ["charts"]
     assert config["validate-maintainers"] is False
     assert (REPO / config["lint-conf"]).is_file()
+
+
+# --- documentation -------------------------------------------------------------------------------
+
+
+def documented_value_keys() -> dict[str, bool]:
+    """Every key path of values.yaml -> whether a `# --` comment block sits right above it."""
+    keys, stack, comments = {}, [], []
+    for line in (CHART / "values.yaml").read_text().splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            comments.append(stripped)
+            continue
+        indent = len(line) - len(line.lstrip())
+        key = stripped.split(":", 1)[0] if ":" in stripped and not stripped.startswith("-") else None
+        if key:
+            while stack and stack[-1][0] >= indent:
+                stack.pop()
+            stack.append((indent, key))
+            keys[".".join(k for _, k in stack)] = any(c.startswith("# --") for c in comments)
+        comments = []
+    return keys
+
+
+def test_every_value_is_documented():
+    keys = documented_value_keys()
+    undocumented = [
+        path for path, documented in keys.items()
+        if not documented
+        and not any(keys.get(ancestor) for ancestor in (path.rsplit(".", n)[0] for n in range(1, path.count(".") + 1)))
+        and not any(other.startswith(path + ".") for other in keys)  # parents are documented through their leaves
+    ]
+    assert undocumented == [], "add a `# --` comment above these values"
+
+
+def test_readme_lists_every_documented_value():
+    readme = (CHART / "README.md").read_text()
+    missing = [path for path, documented in documented_value_keys().items() if documented and f"| `{path}` |" not in readme]
+    assert missing == [], "add these keys to the README values table"
