@@ -2,8 +2,10 @@
 # Build the trainer image from docker/Dockerfile with OCI labels filled in. `make image` calls this;
 # so do ci/podman/build-offline.sh and ci/e2e-kind.sh. Extra arguments go to `<tool> build` as-is.
 #
-#   VARIANT=cpu|cuda  IMG=<name:tag>  CONTAINER_TOOL=docker|podman  PLATFORM=linux/amd64 (optional)
+#   VARIANT=cpu|cuda  IMG=<name:tag>  CONTAINER_TOOL=docker|podman  PLATFORMS=linux/amd64[,linux/arm64]
 #   ci/build-image.sh [--build-arg KEY=VALUE ...]
+# Several PLATFORMS need a destination for the multi-arch result: `--push` with docker buildx,
+# `--manifest <name>` with podman.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,8 +30,8 @@ args=(build --file "$repo/docker/Dockerfile" --tag "$IMG"
   --build-arg "VERSION=$version"
   --build-arg "REVISION=$revision"
   --build-arg "CREATED=$created")
-if [[ -n "${PLATFORM:-}" ]]; then
-  args+=(--platform "$PLATFORM")
+if [[ -n "${PLATFORMS:-}" ]]; then
+  args+=(--platform "$PLATFORMS")
 fi
 set -x
 "$tool" "${args[@]}" "$@" "$repo"

@@ -1,0 +1,142 @@
+"""Build the CPU image with rootful podman (ci/podman/build-offline.sh) and run a 2-replica DDP job in it.
+
+The job is what the training-operator makes of the chart's default PyTorchJob, minus Kubernetes: a
+`<job>-master-0` and a `<job>-worker-0` container on one user-created network that resolve each other
+by name, the operator's env contract (MASTER_ADDR, MASTER_PORT=23456, WORLD_SIZE=2, RANK,
+PYTHONUNBUFFERED), UID 1000, read-only root filesystem with tmpfs at /tmp and the cache dir, and a
+host directory as the "PVC".
+
+Cost, measured on the 2-core sandbox: debootstrap base ~1 min once per content change of
+ci/podman/offline-base.sh (cached as an image tag), image build 3.6 min cold / 2.1 min after a trainer
+change / seconds when nothing changed, DDP run ~30 s. Set PODMAN_SMOKE=0 to skip it.
+
+This sandbox cannot reach download.pytorch.org, so the build takes torch from the local CPU wheel and
+torchvision from PyPI, whose Linux build is linked against CUDA torch and cannot load beside it. The
+job therefore trains on `digits` (scikit-learn's bundled data), which never imports torchvision; the
+published CPU image gets torchvision's CPU build from the PyTorch index.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.support.helm import REPO
+
+PODMAN_DIR = REPO / "ci" / "podman"
+IMAGE = "localhost/pytorchjob-mnist/trainer:smoke-cpu"
+CACHE_DIR = "/var/cache/trainer"  # the chart's scratch.cachePath and the image's XDG_CACHE_HOME
+PYPROJECT_VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
+
+pytestmark = pytest.mark.slow
+
+
+def podman_env() -> dict[str, str]:
+    return {**os.environ, "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(PODMAN_DIR / "containers.conf"))}
+
+
+def podman(*args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(["podman", *args], capture_output=True, text=True, env=podman_env(), check=check, timeout=timeout)
+
+
+def skip_reason() -> str | None:
+    if os.environ.get("PODMAN_SMOKE") == "0":
+        return "PODMAN_SMOKE=0"
+    if shutil.which("podman") is None:
+        return "podman is not installed (apt-get install -y podman runc debootstrap); it builds and runs the image here"
+    if os.geteuid() != 0:
+        return "needs rootful podman (run as root): rootless podman cannot debootstrap or import the offline base"
+    if shutil.which("debootstrap") is None:
+        return "debootstrap is not installed: it makes the offline base image (no registry here)"
+    info = subprocess.run(["podman", "info", "--format", "{{.Host.Security.Rootless}}"],
+                          capture_output=True, text=True, env=podman_env())
+    if info.returncode != 0 or info.stdout.strip() != "false":
+        return f"podman is not usable rootful: {info.stderr.strip() or info.stdout.strip()}"
+    if not os.environ.get("TORCH_WHEEL") and not list(Path("/opt/wheels").glob("torch-*+cpu-*.whl")):
+        return "no local CPU torch wheel (/opt/wheels or TORCH_WHEEL): the offline build needs one"
+    return None
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    build = subprocess.run([str(PODMAN_DIR / "build-offline.sh")], capture_output=True, text=True,
+                           env={**podman_env(), "IMG": IMAGE}, timeout=1800)
+    assert build.returncode == 0, f"image build failed:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}"
+    return IMAGE
+
+
+def test_image_metadata(image: str):
+    config = json.loads(podman("image", "inspect", image).stdout)[0]["Config"]
+    assert config["User"] == "1000:1000", "numeric non-root user, so runAsNonRoot can verify it"
+    assert config["Entrypoint"] == ["python", "-m", "trainer"]
+    env = dict(item.split("=", 1) for item in config["Env"])
+    assert env["PYTHONUNBUFFERED"] == "1" and env["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert env["XDG_CACHE_HOME"] == CACHE_DIR and env["TORCH_HOME"].startswith(CACHE_DIR + "/")
+    labels = config["Labels"]
+    assert labels["org.opencontainers.image.version"] == PYPROJECT_VERSION
+    revision = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if revision.returncode == 0:
+        assert labels["org.opencontainers.image.revision"] == revision.stdout.strip()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", labels["org.opencontainers.image.created"])
+
+
+def test_image_has_the_cpu_torch_build(image: str):
+    probe = podman("run", "--rm", "--entrypoint", "python", image, "-c",
+                   "import torch, trainer; print(torch.__version__, torch.cuda.is_available())")
+    version, cuda = probe.stdout.split()
+    assert version.endswith("+cpu") and cuda == "False", probe.stdout
+
+
+def test_ddp_job_with_the_operator_env_contract(image: str, tmp_path: Path):
+    job = f"smoke-{uuid.uuid4().hex[:8]}"
+    network = f"{job}-net"
+    output = tmp_path / "pvc"
+    output.mkdir()
+    os.chown(output, 1000, 1000)
+    replicas = {f"{job}-master-0": 0, f"{job}-worker-0": 1}
+    podman("network", "create", network)
+    try:
+        for name, rank in replicas.items():
+            podman(
+                "run", "--detach", "--name", name, "--network", network,
+                "--user", "1000:1000", "--read-only",
+                "--tmpfs", "/tmp", "--tmpfs", f"{CACHE_DIR}:rw,mode=1777",
+                "--volume", f"{output}:/pvc",
+                # What the training-operator injects for a 1 Master + 1 Worker PyTorchJob.
+                "--env", f"MASTER_ADDR={job}-master-0", "--env", "MASTER_PORT=23456",
+                "--env", "WORLD_SIZE=2", "--env", f"RANK={rank}", "--env", "PYTHONUNBUFFERED=1",
+                image,
+                "--dataset", "digits", "--epochs", "5", "--threads", "1", "--pg-timeout", "120",
+                "--output-dir", f"/pvc/{name}/model", "--log-dir", f"/pvc/{name}/logs",
+                "--checkpoint-dir", f"/pvc/{name}/checkpoints",
+            )
+        exit_codes = {name: podman("wait", name, timeout=600).stdout.strip() for name in replicas}
+        logs = {name: podman("logs", name).stdout + podman("logs", name).stderr for name in replicas}
+        assert exit_codes == dict.fromkeys(replicas, "0"), "\n".join(f"== {n}\n{log[-3000:]}" for n, log in logs.items())
+    finally:
+        for name in replicas:
+            podman("rm", "--force", name, check=False)
+        podman("network", "rm", "--force", network, check=False)
+
+    master_log = logs[f"{job}-master-0"]
+    assert re.search(r"^Train Epoch: 1 \[\d+/\d+ \(\d+%\)\]\tloss=\d", master_log, re.M)
+    assert re.search(r"^epoch=5 accuracy=0\.\d+ val_loss=\d", master_log, re.M), "Katib StdOut metric line"
+    assert "{metricName: accuracy, metricValue:" in master_log
+
+    model_dir = output / f"{job}-master-0" / "model"
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["dataset"] == "digits" and metrics["epochs"] == 5
+    assert (model_dir / "mnist_cnn.pt").stat().st_size > 1_000_000  # 431,080 float32 parameters
+    assert metrics["accuracy"] > 0.5, "5 epochs on digits learn something; chance is 0.1"
+    assert list((output / f"{job}-master-0" / "checkpoints").glob("checkpoint-*.pt")), "rank 0 checkpoints"
+    # Only rank 0 writes the model.
+    assert not (output / f"{job}-worker-0" / "model" / "mnist_cnn.pt").exists()
