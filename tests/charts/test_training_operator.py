@@ -332,6 +332,19 @@ REFUSED_VALUES = [
 ]
 
 
+def test_values_schema_closes_every_object():
+    def open_objects(node, path="values"):
+        if not isinstance(node, dict):
+            return []
+        found = [path] if "properties" in node and node.get("additionalProperties") is not False else []
+        for name, child in node.get("properties", {}).items():
+            found += open_objects(child, f"{path}.{name}")
+        return found + open_objects(node.get("items"), f"{path}[]")
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert open_objects(schema) == [], "objects that would accept misspelled keys"
+
+
 @pytest.mark.parametrize(("set_values", "key"), REFUSED_VALUES, ids=[k for _, k in REFUSED_VALUES])
 def test_schema_refuses_bad_values_naming_the_key(helm, set_values, key):
     error = template_error(helm, **set_values)
