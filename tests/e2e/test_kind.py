@@ -1,0 +1,109 @@
+"""The kind end-to-end test (ci/e2e-kind.sh) and the static facts it relies on.
+
+The e2e itself needs a Docker engine and kind (GitHub Actions has both); elsewhere it skips. The other
+tests here run everywhere: they check that the script's inputs exist and mean what the script assumes.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from tests.support.helm import REPO, by_kind
+
+E2E_SCRIPT = REPO / "ci" / "e2e-kind.sh"
+KIND_CONFIG = REPO / "ci" / "kind" / "cluster.yaml"
+PYTORCHJOB_SCRIPT = REPO / "ci" / "kind" / "pytorchjob.sh"
+SCRIPT_TEXT = E2E_SCRIPT.read_text()
+
+
+def script_setting(name: str) -> str:
+    """A plain `name=value` assignment of ci/e2e-kind.sh, with $repo and $operator_chart expanded."""
+    match = re.search(rf'^{name}=("?)([^"\n]+)\1$', SCRIPT_TEXT, re.M)
+    assert match, f"ci/e2e-kind.sh no longer sets {name}"
+    value = match.group(2).replace("$repo", str(REPO))
+    for chart_var in ("operator_chart", "workload_chart"):
+        if f"${chart_var}" in value:
+            value = value.replace(f"${chart_var}", script_setting(chart_var))
+    return value
+
+
+def e2e_skip_reason() -> str | None:
+    if os.environ.get("E2E_KIND") == "0":
+        return "E2E_KIND=0: the kind e2e runs on its own (`make e2e`, the CI workflow's e2e job)"
+    if shutil.which("kind") is None or shutil.which("docker") is None:
+        return "no container engine / kind here: the kind e2e needs Docker and kind (run `make e2e` where they are)"
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        return "no container engine / kind here: `docker info` fails (no Docker engine running)"
+    return None
+
+
+@pytest.mark.slow
+def test_kind_e2e():
+    reason = e2e_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    result = subprocess.run([str(E2E_SCRIPT)], capture_output=True, text=True, timeout=45 * 60)
+    assert result.returncode == 0, f"{result.stdout[-8000:]}\n{result.stderr[-8000:]}"
+    assert "==> e2e passed" in result.stdout
+
+
+def test_kind_cluster_has_one_control_plane_and_two_workers():
+    config = yaml.safe_load(KIND_CONFIG.read_text())
+    assert [node["role"] for node in config["nodes"]] == ["control-plane", "worker", "worker"]
+
+
+def test_the_values_files_the_e2e_installs_exist():
+    for name in ("operator_values", "workload_values"):
+        assert os.path.isfile(script_setting(name)), f"{name} = {script_setting(name)} is missing"
+
+
+def pytorchjob(master_replicas: int) -> dict:
+    out = subprocess.run(
+        [str(PYTORCHJOB_SCRIPT), "e2e-check", "mnist", "localhost/pytorchjob-mnist/trainer:e2e-cpu", str(master_replicas)],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    return yaml.safe_load(out)
+
+
+def test_webhook_probe_jobs_are_valid_for_the_crd(helm):
+    """Both probe jobs pass the CRD schema, so the two-Master job can only be refused by the webhook."""
+    from tests.support.crd import load_pytorchjob_crd, validate_custom_object
+
+    crd = load_pytorchjob_crd(helm)
+    for replicas in (1, 2):
+        job = pytorchjob(replicas)
+        validate_custom_object(crd, job)
+        assert job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] == replicas
+        containers = [c for spec in job["spec"]["pytorchReplicaSpecs"].values() for c in spec["template"]["spec"]["containers"]]
+        assert {c["name"] for c in containers} == {"pytorch"}, "the webhook wants a container named pytorch"
+
+
+def test_pytorchjob_script_refuses_wrong_usage():
+    result = subprocess.run([str(PYTORCHJOB_SCRIPT), "only-a-name"], capture_output=True, text=True)
+    assert result.returncode == 2 and "usage:" in result.stderr
+
+
+def test_the_webhook_names_the_e2e_expects_are_rendered(helm):
+    docs = helm.render(REPO / "charts" / "training-operator", release=script_setting("operator_release"),
+                       namespace=script_setting("operator_namespace"), values_files=(script_setting("operator_values"),))
+    [webhook_configuration] = by_kind(docs, "ValidatingWebhookConfiguration")
+    assert webhook_configuration["metadata"]["name"] == script_setting("webhook_configuration")
+    webhook_names = [w["name"] for w in webhook_configuration["webhooks"]]
+    assert f'admission webhook "{webhook_names[0]}" denied the request' in SCRIPT_TEXT
+    assert webhook_configuration["webhooks"][0]["failurePolicy"] == "Fail"
+
+
+def test_the_job_is_named_after_the_release(helm):
+    """The script waits on pytorchjob/<release> and checks for the <release>-storage claim."""
+    docs = helm.render(REPO / "charts" / "pytorchjob-mnist", release=script_setting("workload_release"),
+                       namespace=script_setting("workload_namespace"), values_files=(script_setting("workload_values"),))
+    release = script_setting("workload_release")
+    assert [d["metadata"]["name"] for d in by_kind(docs, "PyTorchJob")] == [release]
+    claims = by_kind(docs, "PersistentVolumeClaim")
+    assert [c["metadata"]["name"] for c in claims] == [f"{release}-storage"]
+    assert claims[0]["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
