@@ -229,9 +229,10 @@ def test_training_values_become_trainer_flags(helm, tmp_path):
     assert args[-2:] == ["--threads", "2"], "extra args come last so they can override"
 
 
-def test_checkpoint_every_zero_disables_checkpoints(helm, tmp_path):
+def test_checkpoint_every_zero_still_checkpoints_each_epoch(helm, tmp_path):
     args = trainer_container(render_with(helm, {"training": {"checkpointEvery": 0}}, tmp_path))["args"]
-    assert "--checkpoint-dir" not in args and "--checkpoint-every" not in args
+    assert flag(args, "--checkpoint-every") == "0"
+    assert flag(args, "--checkpoint-dir") == "/mnt/pytorchjob-mnist/runs/default/mnist/checkpoints"
 
 
 def test_command_and_args_replace_the_generated_ones(rendered):

@@ -93,13 +93,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   "--log-interval" (toString $t.logInterval)
   "--data-dir" (include "pytorchjob-mnist.dataDir" .)
   "--output-dir" (printf "%s/model" $runDir)
-  "--log-dir" (printf "%s/tensorboard" $runDir)) }}
-{{- if gt (int $t.checkpointEvery) 0 }}
-{{- $args = concat $args (list
+  "--log-dir" (printf "%s/tensorboard" $runDir)
   "--checkpoint-dir" (printf "%s/checkpoints" $runDir)
   "--checkpoint-every" (toString $t.checkpointEvery)
   "--keep-checkpoints" (toString $t.keepCheckpoints)) }}
-{{- end }}
 {{- if eq (int .Values.gpu) 0 }}
 {{- /* CUDA images expose every GPU of the node unless told otherwise. */}}
 {{- $args = append $args "--no-cuda" }}

@@ -1,0 +1,5 @@
+import sys
+
+from ci.localjob.cli import main
+
+sys.exit(main())

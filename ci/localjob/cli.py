@@ -1,0 +1,135 @@
+"""`python -m ci.localjob`: run the chart's PyTorchJob on this machine, no cluster needed.
+
+    python -m ci.localjob [-f my-values.yaml] [--set training.epochs=2] [--port 29500]
+
+Renders charts/pytorchjob-mnist with Helm, starts every replica as a local process with the
+environment the training-operator would inject, streams their logs prefixed with the pod name,
+restarts failed replicas like the operator, and exits 0 when the job Succeeded, 1 when it Failed.
+State lives in <run-dir>/<release>/: volumes/<claim> (the "PVC"), pods/<pod>/ (emptyDirs, pid),
+logs/<pod>.log.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+from ci.localjob import operator_env as op
+from ci.localjob.pods import REPO, LocalPod, UnsupportedPod, plan_pods, with_port
+from ci.localjob.render import RenderError, find_helm, render_job
+from ci.localjob.supervisor import JobRunner
+
+DEFAULT_CHART = REPO / "charts" / "pytorchjob-mnist"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m ci.localjob", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-f", "--values", action="append", default=[], metavar="FILE", help="Helm values file (repeatable)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="Helm --set (repeatable)")
+    parser.add_argument("--set-string", action="append", default=[], metavar="KEY=VALUE", help="Helm --set-string (repeatable)")
+    parser.add_argument("--release", default="mnist", help="release name, i.e. the job name (default: mnist)")
+    parser.add_argument("-n", "--namespace", default="default", help="namespace to render for (default: default)")
+    parser.add_argument("--chart", type=Path, default=DEFAULT_CHART, help="chart directory (default: %(default)s)")
+    parser.add_argument("--helm", help="Helm binary (default: $HELM, .tools/bin/helm4, helm3, then PATH)")
+    parser.add_argument("--port", type=int, help="use this port instead of the chart's pytorchjob-port (23456)")
+    parser.add_argument("--run-dir", type=Path, default=Path(".run"), help="state directory (default: .run)")
+    parser.add_argument("--fresh", action="store_true",
+                        help="delete the release's state first, volumes included (default: keep the volume, as the chart keeps its claim)")
+    parser.add_argument("--grace-seconds", type=float, default=60.0,
+                        help="how long replicas may keep running after the job finished (default: 60)")
+    parser.add_argument("--print-env", action="store_true", help="print each pod's command and environment, run nothing")
+    return parser.parse_args(argv)
+
+
+def helm_arguments(args: argparse.Namespace) -> list[str]:
+    helm_args = []
+    for path in args.values:
+        helm_args += ["-f", path]
+    for item in args.set:
+        helm_args += ["--set", item]
+    for item in args.set_string:
+        helm_args += ["--set-string", item]
+    return helm_args
+
+
+def busy_ports(pods: list[LocalPod]) -> list[int]:
+    """Ports the replicas will listen on that something else already holds."""
+    ports = set()
+    for pod in pods:
+        env = dict(pod.injected_env)
+        if "MASTER_PORT" in env:
+            ports.add(int(env["MASTER_PORT"]))
+        if "PET_RDZV_ENDPOINT" in env:
+            ports.add(int(env["PET_RDZV_ENDPOINT"].rpartition(":")[2]))
+    busy = []
+    for port in sorted(ports):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                busy.append(port)
+    return busy
+
+
+def print_plan(pods: list[LocalPod], out) -> None:
+    for pod in pods:
+        print(f"{pod.name}:", file=out)
+        print(f"  command: {shlex.join(pod.argv)}", file=out)
+        print(f"  cwd: {pod.cwd}", file=out)
+        print(f"  restartPolicy: {pod.restart_policy}", file=out)
+        print("  operator env: " + " ".join(f"{k}={v}" for k, v in pod.injected_env), file=out)
+        for container_path, local in pod.mounts:
+            print(f"  mount: {container_path} -> {local}", file=out)
+
+
+def main(argv: list[str] | None = None, out=sys.stdout) -> int:
+    args = parse_args(argv)
+    run_dir = (args.run_dir / args.release).resolve()
+    try:
+        job = render_job(find_helm(args.helm), args.chart, args.release, args.namespace, helm_arguments(args))
+        if args.port:
+            job = with_port(job, args.port)
+        pods = plan_pods(job, run_dir, args.namespace)
+    except (RenderError, UnsupportedPod, ValueError) as error:
+        print(f"localjob: {error}", file=sys.stderr)
+        return 2
+    if args.print_env:
+        print_plan(pods, out)
+        return 0
+    run_policy = job["spec"].get("runPolicy") or {}
+    if run_policy.get("suspend"):
+        print("localjob: runPolicy.suspend is true, so the operator would start no pods; set runPolicy.suspend=false",
+              file=sys.stderr)
+        return 2
+    busy = busy_ports(pods)
+    if busy:
+        print(f"localjob: port {', '.join(map(str, busy))} is already in use on this machine; "
+              "stop what holds it or pass --port N", file=sys.stderr)
+        return 2
+    if args.fresh:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    for stale in ("pods", "logs"):
+        shutil.rmtree(run_dir / stale, ignore_errors=True)
+
+    runner = JobRunner(job["metadata"]["name"], pods, run_dir,
+                       backoff_limit=run_policy.get("backoffLimit"),
+                       active_deadline_seconds=run_policy.get("activeDeadlineSeconds"),
+                       elastic="elasticPolicy" in job["spec"], grace_seconds=args.grace_seconds, out=out)
+    runner.say(f"PyTorchJob {job['metadata']['name']}: {len(pods)} pods "
+               f"({', '.join(f'{t} ×{n}' for t, n in _replica_counts(job).items())}); state in {run_dir}")
+    runner.say(f"pod names resolve to 127.0.0.1; claims are directories in {run_dir / 'volumes'}")
+    for pod in pods:
+        runner.say(f"{pod.name}: {' '.join(f'{k}={v}' for k, v in pod.injected_env)}")
+    result = runner.run()
+    runner.say(f"PyTorchJob {job['metadata']['name']} {result.state}: {result.reason} "
+               f"(restarts: {result.restarts}, exit codes: {result.exit_codes})")
+    return 0 if result.succeeded else 1
+
+
+def _replica_counts(job: dict) -> dict[str, int]:
+    return {t: op.replica_count(spec) for t, spec in op.replica_specs(job).items()}
+

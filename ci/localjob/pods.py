@@ -1,0 +1,163 @@
+"""Turn a rendered PyTorchJob into local processes: one per pod, with the container's command,
+args and env, the operator's env appended, and the pod's volumes mapped to local directories.
+
+Deliberate deviations from a cluster, all because every pod shares this machine:
+- pod names (`<job>-master-0`, `<job>-worker-0`) in the operator's env resolve to 127.0.0.1;
+- the image is this checkout: `python` is the running interpreter, other commands (torchrun)
+  come from its bin directory, and the repository root is prepended to PYTHONPATH;
+- a claim is a directory shared by all pods, an emptyDir a per-pod directory, and /dev/shm
+  the host's own shared memory.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ci.localjob import operator_env as op
+
+REPO = Path(__file__).resolve().parents[2]
+# The trainer image's ENTRYPOINT, used when the container sets no command.
+IMAGE_ENTRYPOINT = ("python", "-m", "trainer")
+LOCALHOST = "127.0.0.1"
+# Variables of the launching shell that would confuse torch.distributed in a replica.
+_HOST_DISTRIBUTED_ENV = re.compile(
+    r"^(PET_.*|TORCHELASTIC_.*|MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK|LOCAL_WORLD_SIZE|GROUP_RANK|"
+    r"ROLE_RANK|ROLE_WORLD_SIZE|GROUP_WORLD_SIZE|NODE_RANK)$"
+)
+# Downward-API fields a trainer might read, and their local values.
+_FIELD_REFS = {"metadata.name", "metadata.namespace", "status.podIP", "status.hostIP", "spec.nodeName"}
+
+
+class UnsupportedPod(ValueError):
+    """The pod uses something that has no local equivalent; the message names it."""
+
+
+@dataclass(frozen=True)
+class LocalPod:
+    name: str
+    replica_type: str
+    index: int
+    argv: tuple[str, ...]
+    env: dict[str, str]           # the complete process environment
+    injected_env: tuple[tuple[str, str], ...]  # what the operator appended (after localizing hosts)
+    cwd: Path
+    restart_policy: str
+    mounts: tuple[tuple[str, Path], ...]  # (container path, local directory)
+
+
+def with_port(job: dict, port: int) -> dict:
+    """A copy of `job` whose pytorch containers listen on `port` (the runner's --port)."""
+    job = copy.deepcopy(job)
+    for spec in op.replica_specs(job).values():
+        container = next(c for c in spec["template"]["spec"]["containers"] if c["name"] == op.CONTAINER_NAME)
+        ports = [p for p in container.get("ports") or [] if p.get("name") != op.PORT_NAME]
+        container["ports"] = ports + [{"name": op.PORT_NAME, "containerPort": port, "protocol": "TCP"}]
+    return job
+
+
+def localize_hosts(env: list[tuple[str, str]], pod_names: set[str]) -> list[tuple[str, str]]:
+    """Replace pod/Service names (alone or as `name:port`) by 127.0.0.1."""
+    localized = []
+    for name, value in env:
+        host, sep, port = value.partition(":")
+        if host in pod_names:
+            value = LOCALHOST + sep + port
+        localized.append((name, value))
+    return localized
+
+
+def volume_mounts(pod_spec: dict, container: dict, pod: str, run_dir: Path) -> list[tuple[str, Path]]:
+    """(mountPath, local dir) for each mount, longest path first so nested mounts win."""
+    volumes = {v["name"]: v for v in pod_spec.get("volumes") or []}
+    mounts = []
+    for mount in container.get("volumeMounts") or []:
+        volume = volumes.get(mount["name"])
+        if volume is None:
+            raise UnsupportedPod(f"{pod}: volumeMount {mount['name']} has no volume")
+        if "persistentVolumeClaim" in volume:
+            local = run_dir / "volumes" / volume["persistentVolumeClaim"]["claimName"]
+        elif "emptyDir" in volume:
+            if mount["mountPath"] == "/dev/shm":
+                continue  # shared memory is the host's /dev/shm
+            local = run_dir / "pods" / pod / "volumes" / volume["name"]
+        elif "hostPath" in volume:
+            local = run_dir / "volumes" / f"hostpath-{volume['name']}"
+        else:
+            kind = next(k for k in volume if k != "name")
+            raise UnsupportedPod(f"{pod}: volume {volume['name']} ({kind}) has no local equivalent")
+        mounts.append((mount["mountPath"].rstrip("/") or "/", local / mount.get("subPath", "")))
+    return sorted(mounts, key=lambda m: len(m[0]), reverse=True)
+
+
+def map_path(value: str, mounts: list[tuple[str, Path]]) -> str:
+    """Rewrite a container path (or `--flag=path`) under a mount to its local directory."""
+    prefix, sep, path = value.partition("=") if value.startswith("-") else ("", "", value)
+    for mount_path, local in mounts:
+        if path == mount_path or path.startswith(mount_path + "/"):
+            return prefix + sep + str(local) + path[len(mount_path):]
+    return value
+
+
+def resolve_executable(name: str) -> str:
+    """`python` is this interpreter; other commands come from its environment, then PATH."""
+    if name in ("python", "python3"):
+        return sys.executable
+    sibling = Path(sys.executable).parent / name
+    if sibling.exists():
+        return str(sibling)
+    return shutil.which(name) or name
+
+
+def container_env(container: dict, pod: str, namespace: str) -> list[tuple[str, str]]:
+    if container.get("envFrom"):
+        raise UnsupportedPod(f"{pod}: envFrom (ConfigMaps/Secrets) has no local equivalent; use env values")
+    env = []
+    for var in container.get("env") or []:
+        if "valueFrom" not in var:
+            env.append((var["name"], str(var.get("value", ""))))
+            continue
+        field = (var["valueFrom"].get("fieldRef") or {}).get("fieldPath")
+        if field not in _FIELD_REFS:
+            raise UnsupportedPod(f"{pod}: env {var['name']} uses valueFrom {var['valueFrom']}, which has no local value")
+        env.append((var["name"], {"metadata.name": pod, "metadata.namespace": namespace,
+                                  "spec.nodeName": "localhost"}.get(field, LOCALHOST)))
+    return env
+
+
+def plan_pods(job: dict, run_dir: Path, namespace: str = "default",
+              host_env: dict[str, str] | None = None) -> list[LocalPod]:
+    """One LocalPod per pod the operator would create, Master first."""
+    host_env = dict(os.environ if host_env is None else host_env)
+    base_env = {k: v for k, v in host_env.items() if not _HOST_DISTRIBUTED_ENV.match(k)}
+    specs = op.replica_specs(job)
+    all_pods = op.pods(job)
+    pod_names = {op.pod_name(job, t, i) for t, i in all_pods}
+    planned = []
+    for replica_type, index in all_pods:
+        name = op.pod_name(job, replica_type, index)
+        pod_spec = specs[replica_type]["template"]["spec"]
+        container = next((c for c in pod_spec["containers"] if c["name"] == op.CONTAINER_NAME), None)
+        if container is None:
+            raise UnsupportedPod(f"{name}: no container named {op.CONTAINER_NAME} (the operator's webhook refuses this)")
+        if len(pod_spec["containers"]) > 1 or pod_spec.get("initContainers"):
+            raise UnsupportedPod(f"{name}: only the {op.CONTAINER_NAME} container can run locally")
+        mounts = volume_mounts(pod_spec, container, name, run_dir)
+        command = list(container.get("command") or IMAGE_ENTRYPOINT)
+        argv = [resolve_executable(command[0])] + [map_path(a, mounts) for a in command[1:] + list(container.get("args") or [])]
+        injected = localize_hosts(op.operator_env(job, replica_type, index), pod_names)
+        env = dict(base_env)
+        env.update((k, map_path(v, mounts)) for k, v in container_env(container, name, namespace))
+        env.update(injected)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+        working_dir = container.get("workingDir")
+        cwd = Path(map_path(working_dir, mounts)) if working_dir else None
+        if cwd is None or not str(cwd).startswith(str(run_dir)):
+            cwd = run_dir / "pods" / name / "workdir"  # the image's directories do not exist here
+        planned.append(LocalPod(name, replica_type, index, tuple(argv), env, tuple(injected), cwd,
+                                op.restart_policy(job, replica_type), tuple(mounts)))
+    return planned

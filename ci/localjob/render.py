@@ -1,0 +1,40 @@
+"""Render the chart with Helm and pick out the PyTorchJob."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from ci.localjob.pods import REPO
+
+
+class RenderError(RuntimeError):
+    """Helm failed or the rendering holds no single PyTorchJob; the message says which."""
+
+
+def find_helm(explicit: str | None = None) -> str:
+    """--helm, else $HELM, else the pinned Helm 4 or 3 from `make tools`, else `helm` on PATH."""
+    candidates = [explicit, os.environ.get("HELM")]
+    candidates += [str(REPO / ".tools" / "bin" / name) for name in ("helm4", "helm3")]
+    for candidate in candidates:
+        if candidate and Path(candidate).exists():
+            return candidate
+    found = shutil.which("helm")
+    if found is None:
+        raise RenderError("no Helm found: run `make tools`, or pass --helm /path/to/helm")
+    return found
+
+
+def render_job(helm: str, chart: Path, release: str, namespace: str, helm_args: list[str]) -> dict:
+    """`helm template` with the user's -f/--set arguments; returns the one PyTorchJob."""
+    command = [helm, "template", release, str(chart), "--namespace", namespace, "--skip-tests", *helm_args]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RenderError(f"helm template failed:\n{result.stderr.strip()}")
+    jobs = [d for d in yaml.safe_load_all(result.stdout) if d and d.get("kind") == "PyTorchJob"]
+    if len(jobs) != 1:
+        raise RenderError(f"expected exactly one PyTorchJob in the rendering of {chart}, found {len(jobs)}")
+    return jobs[0]

@@ -1,0 +1,119 @@
+"""`python -m ci.localjob` end to end on the chart's default values (1 Master + 1 Worker, gloo),
+with the real trainer on the small bundled digits dataset: once undisturbed, once with the
+Master SIGKILLed mid-training after its first checkpoint."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.helm import REPO
+
+pytestmark = pytest.mark.slow
+
+CHART = REPO / "charts" / "pytorchjob-mnist"
+# Where the chart's paths land under the runner's run dir for release mnist in namespace default.
+RUN_SUBDIR = Path("volumes/mnist-storage/runs/default/mnist")
+KATIB_LINE = re.compile(r"^epoch=\d+ accuracy=\d\.\d{4} val_loss=\d+\.\d{4}$", re.MULTILINE)
+SMALL_DATA = ["--set", "training.dataset=digits", "--set", "training.checkpointEvery=5"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def trainer_present():
+    if importlib.util.find_spec("trainer.cli") is None:
+        pytest.skip("trainer/ is not in this checkout yet; the runner has nothing to run")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_runner(run_dir: Path, *args: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "ci.localjob", "--run-dir", str(run_dir), "--port", str(free_port()),
+               *SMALL_DATA, *args]
+    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish(runner: subprocess.Popen) -> str:
+    output, _ = runner.communicate(timeout=1200)
+    return output
+
+
+@pytest.fixture(scope="module")
+def undisturbed_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("localjob-e2e")
+    runner = start_runner(run_dir, "--set", "training.epochs=5")
+    output = finish(runner)
+    return runner.returncode, output, run_dir / "mnist"
+
+
+def test_default_job_succeeds(undisturbed_run):
+    returncode, output, _ = undisturbed_run
+    assert returncode == 0, output
+    assert "[localjob] PyTorchJob mnist Succeeded: the Master succeeded (restarts: 0" in output
+
+
+def test_runner_prints_the_operator_environment_with_local_hosts(undisturbed_run):
+    _, output, _ = undisturbed_run
+    assert re.search(r"mnist-worker-0: PYTHONUNBUFFERED=1 MASTER_PORT=(\d+) PET_MASTER_PORT=\1 MASTER_ADDR=127.0.0.1 "
+                     r"PET_MASTER_ADDR=127.0.0.1 WORLD_SIZE=2 RANK=1 PET_NODE_RANK=1 PET_NPROC_PER_NODE=1 PET_NNODES=2",
+                     output), output
+
+
+def test_each_replica_logs_with_its_pod_name(undisturbed_run):
+    _, output, run_dir = undisturbed_run
+    assert "[mnist-master-0] World Size: 2. Rank: 0." in output
+    prefixes = {line.split("] ", 1)[0] + "]" for line in output.splitlines()}
+    assert prefixes <= {"[localjob]", "[mnist-master-0]", "[mnist-worker-0]"}, prefixes
+    assert (run_dir / "logs/mnist-worker-0.log").exists(), "the worker (quiet, not rank 0) has its log too"
+    master_log = (run_dir / "logs/mnist-master-0.log").read_text()
+    assert len(KATIB_LINE.findall(master_log)) == 5, "one Katib metrics line per epoch in the master log"
+    assert "{metricName: accuracy, metricValue: " in master_log
+
+
+def test_model_and_metrics_are_on_the_claim(undisturbed_run):
+    _, _, run_dir = undisturbed_run
+    model_dir = run_dir / RUN_SUBDIR / "model"
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["dataset"] == "digits" and metrics["epochs"] == 5
+    assert 0.0 <= metrics["accuracy"] <= 1.0
+    assert (model_dir / "mnist_cnn.pt").stat().st_size > 0
+    assert sorted((run_dir / RUN_SUBDIR / "checkpoints").glob("checkpoint-*.pt")), "checkpoints on the claim"
+
+
+def test_the_helm_test_check_passes_on_the_result(undisturbed_run):
+    """The chart's `helm test` script, run against what the job left on the claim."""
+    _, _, run_dir = undisturbed_run
+    script = (CHART / "files/check_run.py").read_text()
+    result = subprocess.run([sys.executable, "-c", script, str(run_dir / RUN_SUBDIR / "model"), "0.5", "1"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "OK: accuracy" in result.stdout
+
+
+def test_master_killed_once_is_restarted_and_resumes(tmp_path):
+    runner = start_runner(tmp_path, "--set", "training.epochs=4")
+    checkpoints = tmp_path / "mnist" / RUN_SUBDIR / "checkpoints"
+    pid_file = tmp_path / "mnist/pods/mnist-master-0/pid"
+    while not list(checkpoints.glob("checkpoint-*.pt")):
+        assert runner.poll() is None, f"the job ended before its first checkpoint:\n{finish(runner)}"
+        time.sleep(0.05)
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    output = finish(runner)
+    assert runner.returncode == 0, output
+    assert "mnist-master-0 exited with code 137 (SIGKILL); restarting it" in output
+    assert re.search(r"\[mnist-master-0\] Resumed from .*checkpoint-\d+\.pt", output), output
+    assert re.search(r"PyTorchJob mnist Succeeded: the Master succeeded \(restarts: [12],", output), output
+    metrics = json.loads((tmp_path / "mnist" / RUN_SUBDIR / "model/metrics.json").read_text())
+    assert metrics["epochs"] == 4

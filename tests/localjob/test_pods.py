@@ -1,0 +1,102 @@
+"""From a rendered PyTorchJob to local process plans: command, env, volumes and host names."""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from ci.localjob.pods import REPO, UnsupportedPod, map_path, plan_pods, with_port
+from tests.support.helm import one
+
+CHART = REPO / "charts" / "pytorchjob-mnist"
+HOST_ENV = {"PATH": "/usr/bin", "HOME": "/home/me", "RANK": "7", "LOCAL_RANK": "3", "PET_NNODES": "9",
+            "TORCHELASTIC_RUN_ID": "x", "PYTHONPATH": "/opt/lib"}
+
+
+@pytest.fixture(scope="module")
+def default_job(helm) -> dict:
+    return one(helm.render(CHART), "PyTorchJob")
+
+
+def test_default_pods_run_the_image_entrypoint_with_this_python(default_job, tmp_path):
+    master, worker = plan_pods(default_job, tmp_path, host_env=HOST_ENV)
+    assert (master.name, worker.name) == ("mnist-master-0", "mnist-worker-0")
+    assert master.argv[:3] == (sys.executable, "-m", "trainer")
+    assert master.argv[3:] == worker.argv[3:]
+    assert master.restart_policy == "OnFailure"
+
+
+def test_volume_paths_in_args_and_env_become_local_directories(default_job, tmp_path):
+    master, worker = plan_pods(default_job, tmp_path, host_env=HOST_ENV)
+    args = list(master.argv)
+    claim = tmp_path / "volumes" / "mnist-storage"
+    assert args[args.index("--output-dir") + 1] == str(claim / "runs/default/mnist/model")
+    assert args[args.index("--data-dir") + 1] == str(claim / "datasets")
+    assert master.env["XDG_CACHE_HOME"] == str(tmp_path / "pods/mnist-master-0/volumes/cache"), "emptyDirs are per pod"
+    assert worker.env["XDG_CACHE_HOME"] == str(tmp_path / "pods/mnist-worker-0/volumes/cache")
+    assert dict(master.mounts)["/mnt/pytorchjob-mnist"] == claim == dict(worker.mounts)["/mnt/pytorchjob-mnist"]
+    assert "/dev/shm" not in dict(master.mounts), "shared memory stays the host's /dev/shm"
+    assert master.cwd == tmp_path / "pods/mnist-master-0/workdir"
+
+
+def test_env_is_host_env_then_container_env_then_operator_env(default_job, tmp_path):
+    job = default_job
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"] += [
+        {"name": "WORLD_SIZE", "value": "99"}, {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    worker = plan_pods(job, tmp_path, namespace="ml", host_env=HOST_ENV)[1]
+    assert worker.env["WORLD_SIZE"] == "2", "the operator's variables are appended, so they win"
+    assert worker.env["POD"] == "mnist-worker-0"
+    assert worker.env["RANK"] == "1" and "LOCAL_RANK" not in worker.env and "TORCHELASTIC_RUN_ID" not in worker.env
+    assert worker.env["PATH"] == "/usr/bin" and worker.env["HOME"] == "/home/me"
+    assert worker.env["PYTHONPATH"] == f"{REPO}:/opt/lib", "the checkout stands in for the image"
+    assert worker.env["MASTER_ADDR"] == worker.env["PET_MASTER_ADDR"] == "127.0.0.1"
+    assert dict(worker.injected_env)["MASTER_ADDR"] == "127.0.0.1"
+
+
+def test_port_override(default_job, tmp_path):
+    for pod in plan_pods(with_port(default_job, 29533), tmp_path, host_env=HOST_ENV):
+        assert pod.env["MASTER_PORT"] == pod.env["PET_MASTER_PORT"] == "29533"
+    assert plan_pods(default_job, tmp_path, host_env=HOST_ENV)[0].env["MASTER_PORT"] == "23456", "copy, not in place"
+
+
+def test_torchrun_and_elastic_rendezvous_are_local(helm, tmp_path):
+    job = one(helm.render(CHART, set_values={"torchrun.enabled": True, "elasticPolicy.enabled": True}), "PyTorchJob")
+    master = plan_pods(job, tmp_path, host_env=HOST_ENV)[0]
+    assert master.argv[0] == str(Path(sys.executable).parent / "torchrun")
+    assert master.argv[1:3] == ("--module", "trainer")
+    assert master.env["PET_RDZV_ENDPOINT"] == "127.0.0.1:23456"
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("/mnt/data", "/local/claim"),
+    ("/mnt/data/runs/x", "/local/claim/runs/x"),
+    ("--dir=/mnt/data/logs", "--dir=/local/claim/logs"),
+    ("/mnt/database", "/mnt/database"),
+    ("/tmp/x", "/local/tmp/x"),
+    ("relative/mnt/data", "relative/mnt/data"),
+])
+def test_map_path(value, expected):
+    mounts = [("/mnt/data", Path("/local/claim")), ("/tmp", Path("/local/tmp"))]
+    assert map_path(value, mounts) == expected
+
+
+def pod_spec_job(**pod_spec) -> dict:
+    container = {"name": "pytorch", "image": "trainer", **pod_spec.pop("container", {})}
+    template = {"spec": {"containers": [container], **pod_spec}}
+    return {"metadata": {"name": "mnist"}, "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template}}}}
+
+
+@pytest.mark.parametrize("job, message", [
+    (pod_spec_job(volumes=[{"name": "cfg", "configMap": {"name": "c"}}],
+                  container={"volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}]}),
+     "volume cfg (configMap) has no local equivalent"),
+    (pod_spec_job(container={"envFrom": [{"secretRef": {"name": "s"}}]}), "envFrom"),
+    (pod_spec_job(container={"env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}),
+     "env TOKEN uses valueFrom"),
+    (pod_spec_job(initContainers=[{"name": "init", "image": "busybox"}]), "only the pytorch container"),
+])
+def test_what_cannot_run_locally_is_named(job, message, tmp_path):
+    with pytest.raises(UnsupportedPod, match=re.escape(message)):
+        plan_pods(job, tmp_path, host_env=HOST_ENV)

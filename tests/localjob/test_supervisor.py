@@ -1,0 +1,106 @@
+"""The runner's restart and completion rules, with tiny Python processes standing in for replicas."""
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+from ci.localjob.pods import LocalPod
+from ci.localjob.supervisor import JobRunner, exit_code, retryable
+
+# Exits with the first code of CODES not yet used; a marker file per attempt counts attempts.
+SCRIPT = """
+import os, pathlib, signal, sys, time
+codes = sys.argv[1].split(",")
+attempts = pathlib.Path("attempts")
+attempts.mkdir(exist_ok=True)
+n = len(list(attempts.iterdir()))
+(attempts / str(n)).touch()
+print(f"attempt {n}", flush=True)
+code = codes[min(n, len(codes) - 1)]
+if code == "sleep":
+    time.sleep(600)
+if code == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+if code == "pid":
+    pid_file = pathlib.Path(sys.argv[2])
+    sys.exit(0 if pid_file.read_text().strip() == str(os.getpid()) else 5)
+sys.exit(int(code))
+"""
+
+
+def pod(tmp_path: Path, name: str, codes: str, replica_type: str = "Master", policy: str = "OnFailure",
+        extra: tuple[str, ...] = ()) -> LocalPod:
+    cwd = tmp_path / name
+    return LocalPod(name, replica_type, 0, (sys.executable, "-c", SCRIPT, codes, *extra), {"PATH": "/usr/bin"}, (),
+                    cwd, policy, ())
+
+
+def run(tmp_path: Path, pods: list[LocalPod], backoff_limit: int | None = 3, **kwargs):
+    out = io.StringIO()
+    result = JobRunner("job", pods, tmp_path / "run", backoff_limit=backoff_limit, grace_seconds=0,
+                       out=out, **kwargs).run()
+    return result, out.getvalue()
+
+
+def attempts(tmp_path: Path, name: str) -> int:
+    return len(list((tmp_path / name / "attempts").iterdir()))
+
+
+def test_exit_codes_and_retry_rules():
+    assert exit_code(-9) == 137 and exit_code(3) == 3
+    assert retryable("OnFailure", 1) and retryable("ExitCode", 137)
+    assert not retryable("ExitCode", 1) and not retryable("Never", 137)
+
+
+def test_on_failure_restarts_until_success(tmp_path):
+    result, out = run(tmp_path, [pod(tmp_path, "job-master-0", "1,1,0")])
+    assert result.state == "Succeeded" and result.restarts == 2
+    assert attempts(tmp_path, "job-master-0") == 3
+    assert "[job-master-0] attempt 2" in out
+    assert "job-master-0 exited with code 1; restarting it (restartPolicy OnFailure, job restart 1 of backoffLimit 3)" in out
+    assert (tmp_path / "run/logs/job-master-0.log").read_text() == "attempt 0\nattempt 1\nattempt 2\n"
+
+
+def test_backoff_limit_fails_the_job(tmp_path):
+    result, _ = run(tmp_path, [pod(tmp_path, "job-master-0", "1")], backoff_limit=1)
+    assert result.state == "Failed" and "backoffLimit 1 reached" in result.reason
+    assert attempts(tmp_path, "job-master-0") == 2
+
+
+def test_exit_code_policy_restarts_a_killed_replica_but_not_an_error(tmp_path):
+    killed, out = run(tmp_path, [pod(tmp_path, "job-master-0", "kill,0", policy="ExitCode")])
+    assert killed.state == "Succeeded" and "exited with code 137 (SIGKILL); restarting it" in out
+    errored, _ = run(tmp_path, [pod(tmp_path, "job-worker-0", "3", policy="ExitCode")])
+    assert errored.state == "Failed"
+    assert errored.reason == "job-worker-0 exited with code 3 and restartPolicy ExitCode does not restart it"
+
+
+def test_never_fails_on_the_first_error(tmp_path):
+    result, _ = run(tmp_path, [pod(tmp_path, "job-master-0", "0", policy="OnFailure"),
+                               pod(tmp_path, "job-worker-0", "2,0", "Worker", policy="Never")])
+    assert result.state == "Failed" and "job-worker-0 exited with code 2" in result.reason
+
+
+def test_master_success_decides_and_stragglers_are_stopped(tmp_path):
+    result, out = run(tmp_path, [pod(tmp_path, "job-master-0", "0"), pod(tmp_path, "job-worker-0", "sleep", "Worker")])
+    assert result.state == "Succeeded" and result.reason == "the Master succeeded"
+    assert "job-worker-0 still running 0s after the job finished; stopping it" in out
+
+
+def test_without_master_every_worker_must_succeed_unless_elastic(tmp_path):
+    workers = [pod(tmp_path, "job-worker-0", "0", "Worker"), pod(tmp_path, "job-worker-1", "sleep", "Worker")]
+    result, _ = run(tmp_path, workers, elastic=True)
+    assert result.state == "Succeeded" and result.reason == "the Workers succeeded"
+
+
+def test_active_deadline_fails_the_job(tmp_path):
+    result, _ = run(tmp_path, [pod(tmp_path, "job-master-0", "sleep")], active_deadline_seconds=0)
+    assert result.state == "Failed" and result.reason == "activeDeadlineSeconds 0 exceeded"
+
+
+def test_pid_file_names_the_running_replica(tmp_path):
+    pid_file = tmp_path / "run/pods/job-master-0/pid"
+    result, _ = run(tmp_path, [pod(tmp_path, "job-master-0", "pid", policy="Never", extra=(str(pid_file),))])
+    assert result.state == "Succeeded", "the replica found its own pid in pods/<pod>/pid"
+    assert not pid_file.exists(), "removed once the replica exited"
