@@ -219,6 +219,9 @@ def test_ignore_differences_match_what_the_operator_chart_renders(helm):
 def test_the_workload_application_renders_a_pytorchjob(helm):
     jobs = by_kind(render_application(helm, "pytorchjob-mnist"), "PyTorchJob")
     assert len(jobs) == 1
+    # The app's comment promises that a values change in Git recreates (re-runs) the finished job.
+    sync_options = jobs[0]["metadata"]["annotations"]["argocd.argoproj.io/sync-options"].split(",")
+    assert {"Replace=true", "Force=true", "SkipDryRunOnMissingResource=true"} <= set(sync_options)
     assert "ttlSecondsAfterFinished" not in jobs[0]["spec"].get("runPolicy", {}), (
         "self-heal would recreate a TTL-deleted job and train forever"
     )

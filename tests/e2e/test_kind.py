@@ -107,3 +107,13 @@ def test_the_job_is_named_after_the_release(helm):
     claims = by_kind(docs, "PersistentVolumeClaim")
     assert [c["metadata"]["name"] for c in claims] == [f"{release}-storage"]
     assert claims[0]["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_ci_workflow_runs_make_test_and_the_kind_e2e():
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "ci.yaml").read_text())
+    runs = {name: [step.get("run") for step in job["steps"]] for name, job in workflow["jobs"].items()}
+    assert "make test" in runs["test"] and "make e2e" in runs["e2e-kind"]
+    # `make test` would otherwise run the e2e a second time on a runner that has Docker and kind.
+    assert workflow["jobs"]["test"]["env"]["E2E_KIND"] == "0"
+    kind_steps = [s for s in workflow["jobs"]["e2e-kind"]["steps"] if s.get("uses", "").startswith("helm/kind-action@")]
+    assert kind_steps and kind_steps[0]["with"]["install_only"] is True, "the script creates its own cluster"
