@@ -125,11 +125,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--nesterov needs --momentum > 0")
     if args.fallback_dataset == args.dataset:
         parser.error("--fallback-dataset must differ from --dataset")
-    for flag in ("output_dir", "checkpoint_dir", "log_dir"):
-        path = getattr(args, flag)
+    for dest, flag in (("output_dir", "--output-dir"), ("checkpoint_dir", "--checkpoint-dir"),
+                       ("log_dir", "--dir/--log-dir")):
+        path = getattr(args, dest)
         if path:
             try:
-                ensure_writable_dir(path, "--" + flag.replace("_", "-"))
+                ensure_writable_dir(path, flag)
             except NotWritableError as error:
                 parser.error(str(error))
     return args

@@ -88,9 +88,9 @@ def _load_torchvision(name: str, data_dir: str | Path, download: bool) -> Datase
     except (RuntimeError, OSError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise DatasetUnavailable(
-            f"{name}: files not found in {raw_folder(name, data_dir)} and could not be downloaded "
-            f"({reason}). Put {', '.join(IDX_FILES)} there (the .gz downloads work too when "
-            f"--data-dir is writable), or choose --dataset digits or --dataset synthetic."
+            f"{name}: files not found in {raw_folder(name, data_dir).resolve()} and could not be "
+            f"downloaded ({reason}). Put {', '.join(IDX_FILES)} (or their .gz archives) there, "
+            "or choose --dataset digits or --dataset synthetic."
         ) from error
     return _normalized(name, train.data, train.targets, test.data, test.targets)
 
@@ -111,14 +111,14 @@ def _load_digits() -> Dataset:
 
 
 def _make_synthetic() -> Dataset:
-    """Ten random class prototypes plus noise: learnable, deterministic and instant."""
+    """Ten random binary class patterns plus noise: easy to learn, deterministic and instant."""
     generator = torch.Generator().manual_seed(GENERATED_DATA_SEED)
-    prototypes = torch.rand(NUM_CLASSES, 1, IMAGE_SIZE, IMAGE_SIZE, generator=generator)
+    prototypes = (torch.rand(NUM_CLASSES, 1, IMAGE_SIZE, IMAGE_SIZE, generator=generator) > 0.5).float()
 
     def split(count: int) -> tuple[torch.Tensor, torch.Tensor]:
         labels = torch.randint(0, NUM_CLASSES, (count,), generator=generator)
         noise = torch.randn(count, 1, IMAGE_SIZE, IMAGE_SIZE, generator=generator)
-        return prototypes[labels] + 0.8 * noise, labels
+        return prototypes[labels] + 0.5 * noise, labels
 
     train_images, train_labels = split(SYNTHETIC_SIZES[0])
     test_images, test_labels = split(SYNTHETIC_SIZES[1])

@@ -53,7 +53,8 @@ class Helm:
         result = self.template(chart, **kwargs)
         if result.returncode != 0:
             raise AssertionError(f"{self.name} template failed:\n{result.stderr}")
-        return [d for d in yaml.safe_load_all(result.stdout) if d]
+        # The C loader parses the large CRD about ten times faster than pure-Python PyYAML.
+        return [d for d in yaml.load_all(result.stdout, Loader=yaml.CSafeLoader) if d]
 
 
 def _set_literal(value: object) -> str:

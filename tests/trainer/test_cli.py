@@ -1,0 +1,69 @@
+"""Bad input fails fast with the flag and the fix; the CLI keeps the seed script's flags."""
+import pytest
+
+from tests.support.procs import run_trainer
+from trainer.cli import build_parser, parse_args
+
+QUICK = ["--dataset", "synthetic", "--limit-train", "256", "--limit-test", "100", "--threads", "1"]
+
+
+def test_seed_script_flags_and_defaults():
+    args = build_parser().parse_args([])
+    assert (args.batch_size, args.test_batch_size, args.epochs, args.lr, args.momentum, args.seed,
+            args.log_interval, args.save_model, args.log_dir, args.no_cuda) == (
+        64, 1000, 1, 0.01, 0.5, 1, 10, False, "logs", False)
+    args = build_parser().parse_args(["--epochs=3", "--dir", "tb", "--backend", "gloo", "--save-model", "--no-cuda"])
+    assert (args.epochs, args.log_dir, args.backend, args.save_model, args.no_cuda) == (3, "tb", "gloo", True, True)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--batch-size", "0"], "--batch-size: must be a positive integer"),
+    (["--epochs", "-1"], "--epochs: must be a positive integer"),
+    (["--lr", "nan"], "--lr: must be a positive number"),
+    (["--momentum", "1.5"], "--momentum: must be in [0, 1)"),
+    (["--dataset", "cifar10"], "--dataset: invalid choice"),
+    (["--backend", "mpi"], "--backend: invalid choice"),
+    (["--nesterov", "--momentum", "0"], "--nesterov needs --momentum > 0"),
+    (["--dataset", "digits", "--fallback-dataset", "digits"], "--fallback-dataset must differ"),
+])
+def test_invalid_flags_exit_2_naming_the_flag(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag,named", [("--output-dir", "--output-dir"), ("--checkpoint-dir", "--checkpoint-dir"),
+                                        ("--dir", "--dir/--log-dir")])
+def test_unwritable_directories_fail_before_training(tmp_path, flag, named, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args([flag, str(blocker / "sub")])
+    assert exit_info.value.code == 2
+    assert f"{named} {blocker / 'sub'} is not writable" in capsys.readouterr().err
+
+
+def test_diverging_loss_stops_the_job_with_a_message(tmp_path):
+    result = run_trainer([*QUICK, "--lr", "1e12", "--momentum", "0.9", "--log-interval", "1",
+                          "--dir", "", "--output-dir", "out"], cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "the model diverged. Lower --lr" in result.stderr
+    assert not (tmp_path / "out" / "mnist_cnn.pt").exists()
+
+
+def test_missing_dataset_names_the_files(tmp_path):
+    result = run_trainer(["--dataset", "mnist", "--data-dir", "d", "--dir", ""], cwd=tmp_path)
+    assert result.returncode == 1
+    assert f"files not found in {tmp_path / 'd' / 'MNIST' / 'raw'}" in result.stderr
+    assert "train-images-idx3-ubyte" in result.stderr
+
+
+def test_fallback_dataset_is_announced_first(tmp_path):
+    result = run_trainer(["--data-dir", "d", "--fallback-dataset", "synthetic", "--limit-train", "128",
+                          "--limit-test", "64", "--dir", ""], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    announce = next(i for i, line in enumerate(lines) if "Training on synthetic instead" in line)
+    assert announce < next(i for i, line in enumerate(lines) if line.startswith("Train Epoch"))
+    assert "fashion-mnist: files not found" in result.stdout

@@ -1,0 +1,73 @@
+import struct
+
+import pytest
+import torch
+
+from trainer import data
+
+
+def test_epoch_shards_are_disjoint_equal_and_change_each_epoch():
+    n, world = 103, 3
+    shards = [data.epoch_shard(n, seed=1, epoch=1, rank=r, world_size=world) for r in range(world)]
+    assert {len(s) for s in shards} == {n // world}
+    union = torch.cat(shards)
+    assert len(set(union.tolist())) == len(union)  # disjoint
+    assert set(union.tolist()) <= set(range(n))
+    again = data.epoch_shard(n, seed=1, epoch=1, rank=1, world_size=world)
+    assert torch.equal(again, shards[1])  # same on every call, so identical across ranks
+    assert not torch.equal(data.epoch_shard(n, seed=1, epoch=2, rank=1, world_size=world), shards[1])
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 7])
+def test_eval_shards_cover_the_test_set_exactly_once(world):
+    n = 10_000
+    covered = torch.cat([data.eval_shard(n, r, world) for r in range(world)])
+    assert sorted(covered.tolist()) == list(range(n))
+
+
+def _write_idx(raw, prefix, images, labels):
+    raw.mkdir(parents=True, exist_ok=True)
+    n = len(labels)
+    (raw / f"{prefix}-images-idx3-ubyte").write_bytes(struct.pack(">IIII", 2051, n, 28, 28) + images.numpy().tobytes())
+    (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(struct.pack(">II", 2049, n) + labels.numpy().tobytes())
+
+
+@pytest.mark.parametrize("name,folder", [("fashion-mnist", "FashionMNIST"), ("mnist", "MNIST")])
+def test_idx_files_load_through_torchvision_as_normalized_tensors(tmp_path, name, folder):
+    g = torch.Generator().manual_seed(0)
+    train_x = torch.randint(0, 256, (50, 28, 28), dtype=torch.uint8, generator=g)
+    train_y = torch.randint(0, 10, (50,), dtype=torch.uint8, generator=g)
+    _write_idx(tmp_path / folder / "raw", "train", train_x, train_y)
+    _write_idx(tmp_path / folder / "raw", "t10k", train_x[:20], train_y[:20])
+
+    ds = data.load(name, tmp_path, download=False)
+
+    assert ds.train_images.shape == (50, 1, 28, 28) and ds.train_images.dtype == torch.float32
+    assert ds.test_images.shape == (20, 1, 28, 28)
+    assert torch.equal(ds.train_labels, train_y.long())
+    assert abs(ds.train_images.mean().item()) < 1e-5 and abs(ds.train_images.std().item() - 1) < 1e-4
+    # Normalization is monotonic, so the brightest raw pixel stays the brightest.
+    assert ds.train_images.flatten().argmax() == train_x.flatten().argmax()
+
+
+def test_missing_files_name_the_directory_and_the_four_files(tmp_path):
+    with pytest.raises(data.DatasetUnavailable) as error:
+        data.load("fashion-mnist", tmp_path, download=False)
+    message = str(error.value)
+    assert str(tmp_path / "FashionMNIST" / "raw") in message
+    for name in data.IDX_FILES:
+        assert name in message
+    assert "--dataset digits" in message
+
+
+def test_digits_are_mnist_shaped_with_a_fixed_split():
+    first, second = data.load("digits", "unused", download=False), data.load("digits", "unused", download=False)
+    assert first.train_images.shape[1:] == (1, 28, 28)
+    assert len(first.train_labels) + len(first.test_labels) == 1797
+    assert torch.equal(first.test_labels, second.test_labels)
+    assert set(first.train_labels.tolist()) == set(range(10))
+
+
+def test_limited_takes_the_first_samples():
+    ds = data.load("synthetic", "unused", download=False).limited(100, 30)
+    assert len(ds.train_labels) == 100 and len(ds.test_images) == 30

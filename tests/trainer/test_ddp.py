@@ -1,0 +1,95 @@
+"""Real multi-process gloo runs: the operator's env contract, torchrun, kill-and-resume."""
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from tests.support.procs import free_port, run_trainer, start_pods, trainer_env, wait_all
+
+pytestmark = pytest.mark.slow
+
+SMALL = ["--dataset", "synthetic", "--limit-train", "2048", "--limit-test", "500", "--threads", "1",
+         "--lr", "0.05", "--momentum", "0.9",
+         "--pg-timeout", "60"]
+
+
+def _losses(log: str) -> list[float]:
+    return [float(x) for x in re.findall(r"^Train Epoch: .*\tloss=([0-9.]+)$", log, re.MULTILINE)]
+
+
+def _weights(path):
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def test_two_pods_with_the_operator_contract(tmp_path):
+    args = [*SMALL, "--epochs", "2", "--log-interval", "4", "--output-dir", "out", "--dir", "tb"]
+    codes = wait_all(start_pods(args, tmp_path, world_size=2, port=free_port()))
+    master_log = (tmp_path / "rank0.log").read_text()
+    assert codes == [0, 0], master_log + (tmp_path / "rank1.log").read_text()
+
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["test_samples"] == 500
+    assert metrics["global_batch_size"] == 128 and metrics["images_per_second"] > 0
+    assert list(_weights(tmp_path / "out" / "mnist_cnn.pt"))[0] == "conv1.weight"
+    assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
+    losses = _losses(master_log)
+    assert losses[-1] < losses[0] / 2
+    assert re.search(r"^epoch=2 accuracy=0\.\d{4} val_loss=\d+\.\d{4}$", master_log, re.MULTILINE)
+    assert "{metricName: accuracy, metricValue:" in master_log
+    # Only rank 0 reports.
+    assert "Train Epoch" not in (tmp_path / "rank1.log").read_text()
+
+
+def test_torchrun_two_processes(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+         str(free_port()), "-m", "trainer", *SMALL, "--output-dir", "out", "--dir", ""],
+        cwd=tmp_path, env=trainer_env(), capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "World Size: 2. Rank: 0" in result.stdout
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["world_size"] == 2
+
+
+def test_killed_rank_resumes_to_the_same_weights(tmp_path):
+    args = [*SMALL, "--limit-train", "8192", "--epochs", "2", "--checkpoint-every", "16",
+            "--checkpoint-dir", "ckpt", "--output-dir", "out", "--dir", "", "--log-interval", "100"]
+    reference, interrupted = tmp_path / "reference", tmp_path / "interrupted"
+    reference.mkdir()
+    interrupted.mkdir()
+
+    assert wait_all(start_pods(args, reference, 2, free_port())) == [0, 0]
+
+    port = free_port()
+    pods = start_pods(args, interrupted, 2, port)
+    deadline = time.monotonic() + 240
+    while not list((interrupted / "ckpt").glob("checkpoint-*.pt")):
+        assert time.monotonic() < deadline and pods[0].poll() is None, "no checkpoint appeared"
+        time.sleep(0.01)
+    pods[1].send_signal(signal.SIGKILL)
+    codes = wait_all(pods, timeout=120)
+    assert codes[1] == -signal.SIGKILL
+    assert codes[0] != 0, "the surviving rank must fail, not hang, when its peer dies"
+    assert not (interrupted / "out" / "mnist_cnn.pt").exists(), "killed too late to test resume"
+
+    assert wait_all(start_pods(args, interrupted, 2, port)) == [0, 0]
+    assert "Resumed from ckpt/checkpoint-" in (interrupted / "rank0.log").read_text()
+    expected, actual = _weights(reference / "out" / "mnist_cnn.pt"), _weights(interrupted / "out" / "mnist_cnn.pt")
+    for key in expected:
+        assert torch.equal(expected[key], actual[key]), key
+
+
+def test_digits_reach_95_percent_test_accuracy(tmp_path):
+    """The bar a user would accept for 8x8 digits: >= 95% on the 359 held-out images."""
+    result = run_trainer(["--dataset", "digits", "--epochs", "15", "--batch-size", "32", "--lr", "0.05",
+                          "--momentum", "0.9", "--lr-schedule", "onecycle", "--threads", "1",
+                          "--output-dir", "out", "--dir", "", "--log-interval", "1000"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["test_samples"] == 359
+    assert metrics["accuracy"] >= 0.95, metrics["history"]

@@ -1,0 +1,73 @@
+import pytest
+
+from trainer.distributed import LaunchError, cpu_quota, read_launch_env, resolve_backend, thread_count
+
+
+def test_no_environment_means_one_process():
+    launch = read_launch_env({})
+    assert (launch.rank, launch.world_size, launch.local_rank, launch.local_world_size) == (0, 1, 0, 1)
+
+
+def test_operator_contract_for_a_worker_pod():
+    env = {"MASTER_ADDR": "job-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "4", "RANK": "2",
+           "PET_NPROC_PER_NODE": "auto", "PET_NNODES": "4", "PYTHONUNBUFFERED": "1"}
+    launch = read_launch_env(env)
+    assert (launch.rank, launch.world_size, launch.local_rank) == (2, 4, 0)
+
+
+def test_torchrun_environment_supplies_local_ranks():
+    env = {"MASTER_ADDR": "a", "MASTER_PORT": "1", "WORLD_SIZE": "16", "RANK": "9",
+           "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "PET_NPROC_PER_NODE": "4"}
+    launch = read_launch_env(env)
+    assert (launch.rank, launch.world_size, launch.local_rank, launch.local_world_size) == (9, 16, 1, 4)
+
+
+def test_nproc_per_node_without_torchrun_is_refused_with_the_fix():
+    env = {"MASTER_ADDR": "a", "MASTER_PORT": "1", "WORLD_SIZE": "8", "RANK": "1", "PET_NPROC_PER_NODE": "4"}
+    with pytest.raises(LaunchError, match="torchrun.enabled=true"):
+        read_launch_env(env)
+
+
+@pytest.mark.parametrize("env,message", [
+    ({"WORLD_SIZE": "2", "RANK": "2", "MASTER_ADDR": "a", "MASTER_PORT": "1"}, "RANK=2 must be smaller"),
+    ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two' is not an integer"),
+    ({"WORLD_SIZE": "0"}, "WORLD_SIZE=0 must be at least 1"),
+    ({"WORLD_SIZE": "2", "RANK": "0"}, "MASTER_ADDR and MASTER_PORT is not set"),
+])
+def test_bad_environment_is_named(env, message):
+    with pytest.raises(LaunchError, match=message):
+        read_launch_env(env)
+
+
+def test_backend_auto_and_nccl_without_gpu():
+    assert resolve_backend("auto", use_cuda=False) == "gloo"
+    assert resolve_backend("auto", use_cuda=True) == "nccl"
+    assert resolve_backend("gloo", use_cuda=True) == "gloo"
+    with pytest.raises(LaunchError, match="--backend nccl needs a CUDA GPU"):
+        resolve_backend("nccl", use_cuda=False)
+
+
+def test_cgroup_v2_quota(tmp_path):
+    (tmp_path / "cpu.max").write_text("250000 100000\n")
+    assert cpu_quota(tmp_path) == 2.5
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert cpu_quota(tmp_path) is None
+
+
+def test_cgroup_v1_quota(tmp_path):
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("150000\n")
+    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert cpu_quota(tmp_path) == 1.5
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    assert cpu_quota(tmp_path) is None
+
+
+def test_threads_are_the_quota_divided_by_local_processes(tmp_path, monkeypatch):
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(64)))
+    (tmp_path / "cpu.max").write_text("800000 100000\n")
+    assert thread_count(1, tmp_path) == 8
+    assert thread_count(4, tmp_path) == 2
+    assert thread_count(16, tmp_path) == 1  # never zero
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert thread_count(2, tmp_path) == 32
