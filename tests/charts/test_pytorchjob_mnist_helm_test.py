@@ -1,0 +1,49 @@
+"""The chart's `helm test` check (files/check_run.py) passes a finished run and names what is
+wrong otherwise. The e2e test in tests/localjob runs it on a real run's output."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.support.helm import REPO
+
+SCRIPT = (REPO / "charts" / "pytorchjob-mnist" / "files" / "check_run.py").read_text()
+
+
+def check(model_dir, min_accuracy="0.5", timeout="0") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", SCRIPT, str(model_dir), min_accuracy, timeout],
+                          capture_output=True, text=True)
+
+
+@pytest.fixture
+def finished_run(tmp_path):
+    (tmp_path / "metrics.json").write_text(json.dumps({"accuracy": 0.9, "val_loss": 0.3}))
+    torch.save(torch.nn.Linear(2, 2).state_dict(), tmp_path / "mnist_cnn.pt")
+    return tmp_path
+
+
+def test_a_finished_run_passes(finished_run):
+    result = check(finished_run)
+    assert result.returncode == 0, result.stderr
+    assert "OK: accuracy 0.9000 >= 0.5" in result.stdout and "holds 2 tensors" in result.stdout
+
+
+def test_low_accuracy_fails(finished_run):
+    result = check(finished_run, min_accuracy="0.95")
+    assert result.returncode == 1 and "accuracy 0.9000 is below tests.minAccuracy 0.95" in result.stderr
+
+
+def test_missing_model_fails(finished_run):
+    (finished_run / "mnist_cnn.pt").unlink()
+    result = check(finished_run)
+    assert result.returncode == 1 and "mnist_cnn.pt is missing" in result.stderr
+
+
+def test_unfinished_run_times_out_with_a_hint(tmp_path):
+    result = check(tmp_path, timeout="0")
+    assert result.returncode == 1
+    assert "metrics.json did not appear within 0s; is the PyTorchJob still running or Failed?" in result.stderr
