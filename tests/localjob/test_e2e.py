@@ -117,3 +117,15 @@ def test_master_killed_once_is_restarted_and_resumes(tmp_path):
     assert re.search(r"PyTorchJob mnist Succeeded: the Master succeeded \(restarts: [12],", output), output
     metrics = json.loads((tmp_path / "mnist" / RUN_SUBDIR / "model/metrics.json").read_text())
     assert metrics["epochs"] == 4
+
+
+def test_elastic_torchrun_setup_succeeds(tmp_path):
+    """ci/elastic-cpu-values.yaml: torchrun in all three pods, c10d rendezvous on worker-0 (→ 127.0.0.1)."""
+    runner = start_runner(tmp_path, "-f", str(CHART / "ci/elastic-cpu-values.yaml"))
+    output = finish(runner)
+    assert runner.returncode == 0, output
+    assert re.search(r"mnist-worker-1: .*PET_RDZV_ENDPOINT=127\.0\.0\.1:\d+ PET_RDZV_BACKEND=c10d PET_NNODES=3:3 "
+                     r"PET_MAX_RESTARTS=3", output), output
+    # The rendezvous, not the pod, decides which process is global rank 0.
+    assert re.search(r"^\[mnist-(master|worker)-\d\] World Size: 3\. Rank: 0\.", output, re.MULTILINE), output
+    assert "PyTorchJob mnist Succeeded" in output
