@@ -29,8 +29,6 @@ _HOST_DISTRIBUTED_ENV = re.compile(
     r"^(PET_.*|TORCHELASTIC_.*|MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK|LOCAL_WORLD_SIZE|GROUP_RANK|"
     r"ROLE_RANK|ROLE_WORLD_SIZE|GROUP_WORLD_SIZE|NODE_RANK)$"
 )
-# Downward-API fields a trainer might read, and their local values.
-_FIELD_REFS = {"metadata.name", "metadata.namespace", "status.podIP", "status.hostIP", "spec.nodeName"}
 
 
 class UnsupportedPod(ValueError):
@@ -122,10 +120,12 @@ def container_env(container: dict, pod: str, namespace: str) -> list[tuple[str, 
             env.append((var["name"], str(var.get("value", ""))))
             continue
         field = (var["valueFrom"].get("fieldRef") or {}).get("fieldPath")
-        if field not in _FIELD_REFS:
+        # The downward-API fields a trainer might read, with their local values.
+        value = {"metadata.name": pod, "metadata.namespace": namespace, "spec.nodeName": "localhost",
+                 "status.podIP": LOCALHOST, "status.hostIP": LOCALHOST}.get(field)
+        if value is None:
             raise UnsupportedPod(f"{pod}: env {var['name']} uses valueFrom {var['valueFrom']}, which has no local value")
-        env.append((var["name"], {"metadata.name": pod, "metadata.namespace": namespace,
-                                  "spec.nodeName": "localhost"}.get(field, LOCALHOST)))
+        env.append((var["name"], value))
     return env
 
 
