@@ -1,0 +1,70 @@
+"""ci/build-image.sh (what `make image` runs) with a stand-in container tool that records its arguments."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.helm import REPO
+
+BUILD_SCRIPT = REPO / "ci" / "build-image.sh"
+PYPROJECT_VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
+
+
+@pytest.fixture
+def recording_tool(tmp_path: Path) -> tuple[Path, Path]:
+    record = tmp_path / "args"
+    tool = tmp_path / "fake-docker"
+    tool.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{record}"\n')
+    tool.chmod(0o755)
+    return tool, record
+
+
+def build(tool: Path, *extra: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in {"VARIANT", "IMG", "PLATFORMS", "VERSION", "REVISION", "CREATED"}}
+    return subprocess.run([str(BUILD_SCRIPT), *extra], capture_output=True, text=True,
+                          env={**clean, "CONTAINER_TOOL": str(tool), **env})
+
+
+def test_passes_variant_labels_and_context(recording_tool):
+    tool, record = recording_tool
+    result = build(tool, "--build-arg", "BASE_IMAGE=debian:bookworm", IMG="example.com/trainer:1-cuda",
+                   VARIANT="cuda", SOURCE_DATE_EPOCH="1700000000")
+    assert result.returncode == 0, result.stderr
+    args = record.read_text().splitlines()
+    assert args[0] == "build" and args[-1] == str(REPO), "context is the repository root"
+    pairs = list(zip(args, args[1:]))
+    assert ("--file", str(REPO / "docker" / "Dockerfile")) in pairs
+    assert ("--tag", "example.com/trainer:1-cuda") in pairs
+    build_args = {b for a, b in pairs if a == "--build-arg"}
+    assert {"VARIANT=cuda", f"VERSION={PYPROJECT_VERSION}", "CREATED=2023-11-14T22:13:20Z",
+            "BASE_IMAGE=debian:bookworm"} <= build_args
+    revision = next(b for b in build_args if b.startswith("REVISION="))
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert revision == f"REVISION={head.stdout.strip() if head.returncode == 0 else 'unknown'}"
+    assert "--platform" not in args, "no PLATFORMS: build for the host"
+
+
+def test_platforms(recording_tool):
+    tool, record = recording_tool
+    assert build(tool, IMG="t:cpu", PLATFORMS="linux/amd64,linux/arm64").returncode == 0
+    args = record.read_text().splitlines()
+    assert args[args.index("--platform") + 1] == "linux/amd64,linux/arm64"
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"IMG": "t:gpu", "VARIANT": "gpu"}, "VARIANT must be cpu or cuda, got 'gpu'"),
+        ({}, "IMG is not set"),
+    ],
+)
+def test_bad_input_is_refused_before_building(recording_tool, env, message):
+    tool, record = recording_tool
+    result = build(tool, **env)
+    assert result.returncode == 2 and message in result.stderr
+    assert not record.exists(), "the container tool must not run"
+
