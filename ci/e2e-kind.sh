@@ -101,9 +101,9 @@ no_pods() {
 # leftovers RELEASE NAMESPACE: everything still labelled with the release, cluster-wide and namespaced.
 leftovers() {
   local selector="app.kubernetes.io/instance=$1"
-  kubectl get clusterroles,clusterrolebindings,validatingwebhookconfigurations,mutatingwebhookconfigurations,customresourcedefinitions \
+  kubectl get clusterroles,clusterrolebindings,validatingwebhookconfigurations,customresourcedefinitions,persistentvolumes \
     -l "$selector" -o name
-  kubectl get all,pvc,configmaps,secrets,serviceaccounts,roles,rolebindings,leases.coordination.k8s.io \
+  kubectl get all,pytorchjobs,pvc,configmaps,secrets,serviceaccounts,roles,rolebindings,leases.coordination.k8s.io \
     -n "$2" -l "$selector" -o name
 }
 

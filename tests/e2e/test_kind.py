@@ -117,3 +117,35 @@ def test_ci_workflow_runs_make_test_and_the_kind_e2e():
     assert workflow["jobs"]["test"]["env"]["E2E_KIND"] == "0"
     kind_steps = [s for s in workflow["jobs"]["e2e-kind"]["steps"] if s.get("uses", "").startswith("helm/kind-action@")]
     assert kind_steps and kind_steps[0]["with"]["install_only"] is True, "the script creates its own cluster"
+
+
+# What `kubectl get <resource>` in the script's leftovers() finds, per kind the charts render.
+LEFTOVER_RESOURCE = {
+    "Pod": "all", "Service": "all", "Deployment": "all",
+    "PyTorchJob": "pytorchjobs", "PersistentVolumeClaim": "pvc", "ConfigMap": "configmaps",
+    "Secret": "secrets", "ServiceAccount": "serviceaccounts", "Role": "roles", "RoleBinding": "rolebindings",
+    "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
+    "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+    "CustomResourceDefinition": "customresourcedefinitions", "PersistentVolume": "persistentvolumes",
+}
+
+
+def leftover_resources() -> set[str]:
+    body = re.search(r"^leftovers\(\) \{\n(.*?)^\}", SCRIPT_TEXT, re.M | re.S).group(1)
+    return {r for listing in re.findall(r"kubectl get ([\w.,]+)", body) for r in listing.split(",")}
+
+
+@pytest.mark.parametrize("chart, release, namespace, values", [
+    ("training-operator", "operator_release", "operator_namespace", "operator_values"),
+    ("pytorchjob-mnist", "workload_release", "workload_namespace", "workload_values"),
+])
+def test_the_leftover_check_sees_everything_the_charts_install(helm, chart, release, namespace, values):
+    """Uninstall is only proven clean if every rendered object is labelled and of a kind the script lists."""
+    release_name = script_setting(release)
+    docs = helm.render(REPO / "charts" / chart, release=release_name, namespace=script_setting(namespace),
+                       values_files=(script_setting(values),))
+    listed = leftover_resources()
+    for doc in docs:
+        where = f"{doc['kind']}/{doc['metadata']['name']}"
+        assert doc["metadata"].get("labels", {}).get("app.kubernetes.io/instance") == release_name, f"{where} is not labelled"
+        assert LEFTOVER_RESOURCE.get(doc["kind"]) in listed, f"{where}: ci/e2e-kind.sh leftovers() does not list its kind"
