@@ -126,7 +126,10 @@ kind load docker-image "$image" --name "$cluster"
 step "operator images (pulled once, loaded into the nodes)"
 while read -r operator_image; do
   docker pull --quiet "$operator_image"
-  kind load docker-image "$operator_image" --name "$cluster"
+  # `kind load` can trip over multi-platform images in Docker's containerd image store; the nodes can
+  # still pull them (IfNotPresent), so a failed preload only costs time.
+  kind load docker-image "$operator_image" --name "$cluster" ||
+    echo "warning: could not preload $operator_image; the nodes will pull it" >&2
 done < <(chart_images "$operator_release" "$operator_chart" -n "$operator_namespace" -f "$operator_values")
 
 step "install the training-operator"
