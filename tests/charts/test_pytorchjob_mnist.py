@@ -229,6 +229,14 @@ def test_training_values_become_trainer_flags(helm, tmp_path):
     assert args[-2:] == ["--threads", "2"], "extra args come last so they can override"
 
 
+def test_decimals_from_set_are_accepted(helm):
+    """`--set` hands decimals to the chart as strings; they must still become trainer flags."""
+    docs = helm.render(CHART, set_values={"training.lr": "0.05", "training.momentum": "0.9", "tests.minAccuracy": "0.7"})
+    args = trainer_container(docs)["args"]
+    assert (flag(args, "--lr"), flag(args, "--momentum")) == ("0.05", "0.9")
+    assert one(docs, "Pod")["spec"]["containers"][0]["args"][1] == "0.7"
+
+
 def test_checkpoint_every_zero_still_checkpoints_each_epoch(helm, tmp_path):
     args = trainer_container(render_with(helm, {"training": {"checkpointEvery": 0}}, tmp_path))["args"]
     assert flag(args, "--checkpoint-every") == "0"
@@ -531,6 +539,7 @@ SCHEMA_REFUSALS = {
     "bad-dataset": ({"training": {"dataset": "cifar10"}}, ["dataset"]),
     "relative-mount-path": ({"persistence": {"mountPath": "data"}}, ["mountPath"]),
     "bad-digest": ({"image": {"digest": "latest"}}, ["digest"]),
+    "non-numeric-lr": ({"training": {"lr": "fast"}}, ["lr"]),
 }
 
 
