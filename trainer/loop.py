@@ -176,7 +176,7 @@ class Trainer:
     def fit(self) -> Evaluation:
         p = self.progress
         while p.epoch <= self.config.epochs:
-            self._train_epoch()
+            self.train_epoch()
             result = evaluate(self.net, self.data, self.ctx, self.config.test_batch_size)
             self.reporter.evaluation(p.epoch, result.accuracy, result.loss)
             p.history.append({"epoch": p.epoch, "accuracy": result.accuracy, "val_loss": result.loss})
@@ -188,7 +188,7 @@ class Trainer:
         last = p.history[-1]
         return Evaluation(last["accuracy"], last["val_loss"], len(self.data.test_labels))
 
-    def _train_epoch(self) -> None:
+    def train_epoch(self) -> None:
         p, config, ctx = self.progress, self.config, self.ctx
         images, labels = self.data.train_images, self.data.train_labels
         shard = epoch_shard(len(labels), config.seed, p.epoch, ctx.rank, ctx.world_size)
