@@ -7,17 +7,45 @@ SHELL := bash
 
 PYTHON ?= python3
 VENV ?= .venv
+PY := $(VENV)/bin/python
 TOOLS_BIN ?= $(CURDIR)/.tools/bin
 export TOOLS_BIN
-PY := $(VENV)/bin/python
 # torch/torchvision pins for the dev venv only; pyproject keeps ranges so images can choose.
 TORCH_PIN ?= torch==2.14.1 torchvision==0.29.1
+
+# `make run VALUES=my-values.yaml RUN_FLAGS="--set workers=2"` runs any values file locally.
+VALUES ?=
+RUN_FLAGS ?=
+
+# Images (kubebuilder conventions). CONTAINER_TOOL=podman works too.
+REGISTRY ?= ghcr.io/pytorchjob-mnist
+IMAGE_NAME ?= trainer
+VARIANT ?= cpu
+TAG ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
+IMG ?= $(REGISTRY)/$(IMAGE_NAME):$(TAG)-$(VARIANT)
+CONTAINER_TOOL ?= docker
+PLATFORMS ?=
+IMAGE_BUILD_FLAGS ?=
 
 ##@ Everyday
 
 .PHONY: help
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*##"} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z_-]+:.*##/ {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z0-9_-]+:.*##/ {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: run
+run: venv tools ## Run the chart's PyTorchJob on this machine, no cluster (VALUES=file RUN_FLAGS=…)
+	$(PY) -m ci.localjob $(if $(VALUES),-f $(VALUES)) --set-string training.fallbackDataset=digits $(RUN_FLAGS)
+
+.PHONY: test
+test: venv tools ## Run every test that can run on this machine
+	$(PY) -m pytest
+
+.PHONY: bench
+bench: venv ## Benchmark the trainer against the seed script's pipeline (prints the ratios)
+	$(PY) -m trainer.benchmark
+
+##@ Setup
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +61,27 @@ venv: $(VENV)/.installed ## Create the virtualenv with the trainer and its test 
 tools: ## Install pinned Helm 3, Helm 4 and kubectl into .tools/bin
 	bash ci/install-tools.sh
 
-.PHONY: test
-test: venv tools ## Run every test that can run on this machine
-	$(PY) -m pytest
+##@ Charts
+
+.PHONY: crds
+crds: venv ## Regenerate the PyTorchJob CRD template from Kubernetes' OpenAPI definitions
+	$(PY) ci/gen_crd.py
+
+##@ Images and clusters
+
+.PHONY: image
+image: ## Build the trainer image (VARIANT=cpu|cuda, IMG=…, CONTAINER_TOOL=docker|podman, PLATFORMS=…)
+	VARIANT=$(VARIANT) IMG=$(IMG) CONTAINER_TOOL=$(CONTAINER_TOOL) PLATFORMS=$(PLATFORMS) \
+		bash ci/build-image.sh $(IMAGE_BUILD_FLAGS)
+
+.PHONY: push
+push: ## Push the image `make image` built (same VARIANT/IMG)
+	$(CONTAINER_TOOL) push $(IMG)
+
+.PHONY: e2e
+e2e: tools ## End-to-end test on a kind cluster (needs Docker and kind)
+	bash ci/e2e-kind.sh
+
+.PHONY: clean
+clean: ## Remove local run state, caches and build outputs (keeps the venv and tools)
+	rm -rf .run .pytest_cache build *.egg-info

@@ -86,7 +86,7 @@ def _load_torchvision(name: str, data_dir: str | Path, download: bool) -> Datase
         train = cls(str(data_dir), train=True, download=download)
         test = cls(str(data_dir), train=False, download=download)
     except (RuntimeError, OSError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        reason = " ".join(str(error).split()) or type(error).__name__
         raise DatasetUnavailable(
             f"{name}: files not found in {raw_folder(name, data_dir).resolve()} and could not be "
             f"downloaded ({reason}). Put {', '.join(IDX_FILES)} (or their .gz archives) there, "
