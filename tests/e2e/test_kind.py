@@ -12,6 +12,8 @@ import subprocess
 
 import pytest
 import yaml
+from yamllint import config as yamllint_config
+from yamllint import linter
 
 from tests.support.helm import REPO, by_kind
 
@@ -110,7 +112,11 @@ def test_the_job_is_named_after_the_release(helm):
 
 
 def test_ci_workflow_runs_make_test_and_the_kind_e2e():
-    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "ci.yaml").read_text())
+    text = (REPO / ".github" / "workflows" / "ci.yaml").read_text()
+    lint = yamllint_config.YamlLintConfig("{extends: default, rules: {document-start: disable, truthy: {check-keys: false}}}")
+    problems = [f"{p.line}:{p.column} {p.message}" for p in linter.run(text, lint)]
+    assert not problems, problems
+    workflow = yaml.safe_load(text)
     runs = {name: [step.get("run") for step in job["steps"]] for name, job in workflow["jobs"].items()}
     assert "make test" in runs["test"] and "make e2e" in runs["e2e-kind"]
     # `make test` would otherwise run the e2e a second time on a runner that has Docker and kind.
