@@ -1,31 +1,34 @@
-"""`python -m trainer.benchmark` (`make bench`): this trainer against the seed script's input
-pipeline, side by side in one process on the same data, model and thread count.
+"""`python -m trainer.benchmark` (`make bench`): this trainer against the seed script's
+pipeline, side by side in one process tree, on the same data, model, batch size and threads.
 
-The seed pipeline is re-created faithfully: a torchvision FashionMNIST dataset read from IDX
-files (per-sample PIL image + ToTensor), a DataLoader with a DistributedSampler, the model
-wrapped in DDP inside a one-rank gloo group, and SGD. Both sides are timed over the same number
-of steps after a warm-up, alternating runs so background load hits both alike; the median of
-the runs is reported.
+The seed side re-creates the Kubeflow example faithfully: torchvision's FashionMNIST read from
+IDX files (a PIL image and ToTensor per sample), a DataLoader with a DistributedSampler, the
+model in DDP inside a one-rank gloo group, and SGD. Each side runs in its own child process,
+set up as its program would be (this trainer applies its runtime tuning, the seed script none).
+Runs alternate between the sides so background load hits both alike; medians are reported.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import struct
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
 from trainer.data import Dataset, load
 from trainer.distributed import DistContext
 from trainer.loop import TrainConfig, Trainer
 from trainer.metrics import Reporter
-from trainer.model import TRAIN_FLOPS_PER_IMAGE, Net
+from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net
+from trainer.runtime import retain_freed_memory
 
 SEED_BATCH_SIZE = 64
 MFU_BATCH_SIZE = 256
@@ -45,25 +48,26 @@ def gemm_peak_flops(size: int = 4096, repeats: int = 5) -> float:
 
 
 def write_idx_dataset(root: Path, data: Dataset) -> None:
-    """Store images as FashionMNIST IDX files, so torchvision's own loader reads them."""
+    """Store the training images as FashionMNIST IDX files for torchvision's own loader."""
     raw = root / "FashionMNIST" / "raw"
-    raw.mkdir(parents=True)
+    raw.mkdir(parents=True, exist_ok=True)
     for prefix, images, labels in (("train", data.train_images, data.train_labels),
                                    ("t10k", data.test_images, data.test_labels)):
         pixels = images[:, 0]
         pixels = ((pixels - pixels.min()) / (pixels.max() - pixels.min()) * 255).to(torch.uint8)
-        count = len(labels)
         (raw / f"{prefix}-images-idx3-ubyte").write_bytes(
-            struct.pack(">IIII", 2051, count, 28, 28) + pixels.numpy().tobytes())
+            struct.pack(">IIII", 2051, len(labels), 28, 28) + pixels.numpy().tobytes())
         (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(
-            struct.pack(">II", 2049, count) + labels.to(torch.uint8).numpy().tobytes())
+            struct.pack(">II", 2049, len(labels)) + labels.to(torch.uint8).numpy().tobytes())
 
 
-def seed_pipeline_images_per_second(root: Path, steps: int) -> float:
-    """The Kubeflow example's training loop, step for step (logging I/O left out)."""
+def seed_images_per_second(root: Path, steps: int) -> float:
+    """The Kubeflow example's training loop, step for step (its logging I/O left out)."""
+    import torch.distributed as dist
     from torch.utils.data import DataLoader, DistributedSampler
     from torchvision import datasets, transforms
 
+    dist.init_process_group("gloo", init_method=f"file://{root}/store", rank=0, world_size=1)
     train_ds = datasets.FashionMNIST(str(root), train=True, download=False,
                                      transform=transforms.Compose([transforms.ToTensor()]))
     loader = DataLoader(train_ds, batch_size=SEED_BATCH_SIZE, sampler=DistributedSampler(train_ds))
@@ -72,65 +76,87 @@ def seed_pipeline_images_per_second(root: Path, steps: int) -> float:
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.5)
     batches = iter(loader)
-    started = None
     for batch_idx in range(WARMUP_STEPS + steps):
         if batch_idx == WARMUP_STEPS:
             started = time.perf_counter()
         data, target = next(batches)
         optimizer.zero_grad()
-        output = model(data)
-        loss = F.nll_loss(output, target)
+        loss = F.nll_loss(model(data), target)
         loss.backward()
         optimizer.step()
         if batch_idx % 10 == 0:
             loss.item()
-    return steps * SEED_BATCH_SIZE / (time.perf_counter() - started)
+    elapsed = time.perf_counter() - started
+    dist.destroy_process_group()
+    return steps * SEED_BATCH_SIZE / elapsed
 
 
 def trainer_images_per_second(data: Dataset, batch_size: int, steps: int) -> float:
-    """This trainer's epoch loop over `steps` batches (after a warm-up epoch)."""
+    """This trainer's epoch loop, as `mnist-train` sets it up, over `steps` batches."""
+    retain_freed_memory()
     ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
-    torch.manual_seed(1)
-    config = TrainConfig(batch_size=batch_size, log_interval=10)
-    limited = data.limited(batch_size * steps, None)
-    warmup = Trainer(Net(), data.limited(batch_size * WARMUP_STEPS, None), ctx, config, Reporter(False, None), None)
-    warmup.train_epoch()
-    trainer = Trainer(Net(), limited, ctx, config, Reporter(False, None), None)
-    trainer.train_epoch()
+    data = data.to(ctx.device, MEMORY_FORMAT)
+    config = TrainConfig(batch_size=batch_size)
+    for limit in (WARMUP_STEPS, steps):
+        torch.manual_seed(1)
+        net = Net().to(memory_format=MEMORY_FORMAT)
+        trainer = Trainer(net, data.limited(batch_size * limit, None), ctx, config, Reporter(False, None), None)
+        trainer.train_epoch()
     return trainer.progress.train_images / trainer.progress.train_seconds
+
+
+def _measure(side: str, batch_size: int, steps: int, root: Path) -> float:
+    if side == "gemm":
+        return gemm_peak_flops()
+    if side == "seed":
+        return seed_images_per_second(root, steps)
+    return trainer_images_per_second(load("synthetic", root, download=False), batch_size, steps)
+
+
+def _child(side: str, batch_size: int, steps: int, root: Path, threads: int) -> float:
+    command = [sys.executable, "-m", "trainer.benchmark", "--side", side, "--batch-size", str(batch_size),
+               "--steps", str(steps), "--root", str(root), "--threads", str(threads)]
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])["value"]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer.benchmark", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=150, help="timed steps per run (default: 150)")
+    parser.add_argument("--steps", type=int, default=150, help="timed steps per run at batch 64 (default: 150)")
     parser.add_argument("--runs", type=int, default=3, help="alternating runs per side (default: 3)")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="CPU threads for both sides")
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+                        help="CPU threads for every side (default: all usable CPUs)")
+    parser.add_argument("--side", choices=("seed", "trainer", "gemm"), help=argparse.SUPPRESS)
+    parser.add_argument("--batch-size", type=int, default=SEED_BATCH_SIZE, help=argparse.SUPPRESS)
+    parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-
     torch.set_num_threads(args.threads)
-    data = load("synthetic", "unused", download=False)
-    seed_runs, trainer_runs, mfu_runs = [], [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        # The seed script always creates a process group, even for one process.
-        dist.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=0, world_size=1)
-        write_idx_dataset(Path(tmp), data)
-        peak = gemm_peak_flops()
-        for _ in range(args.runs):
-            seed_runs.append(seed_pipeline_images_per_second(Path(tmp), args.steps))
-            trainer_runs.append(trainer_images_per_second(data, SEED_BATCH_SIZE, args.steps))
-            mfu_runs.append(trainer_images_per_second(data, MFU_BATCH_SIZE, max(20, args.steps // 4)))
-        peak = max(peak, gemm_peak_flops())
-        dist.destroy_process_group()
+    if args.side:
+        print(json.dumps({"value": _measure(args.side, args.batch_size, args.steps, args.root)}))
+        return 0
 
-    seed, ours, ours_256 = (statistics.median(r) for r in (seed_runs, trainer_runs, mfu_runs))
-    achieved = ours_256 * TRAIN_FLOPS_PER_IMAGE
-    print(f"threads: {args.threads}, timed steps per run: {args.steps}, runs per side: {args.runs} (medians below)")
-    print(f"seed pipeline (DataLoader + ToTensor + DDP), batch {SEED_BATCH_SIZE}: {seed:9.0f} images/s")
-    print(f"this trainer (resident tensors),            batch {SEED_BATCH_SIZE}: {ours:9.0f} images/s")
-    print(f"speedup at batch {SEED_BATCH_SIZE}: {ours / seed:.2f}x (goal: >= 3x)")
-    print(f"fp32 GEMM peak (4096x4096 matmul, same threads): {peak / 1e9:.1f} GFLOP/s")
-    print(f"this trainer, batch {MFU_BATCH_SIZE}: {ours_256:.0f} images/s = {achieved / 1e9:.1f} GFLOP/s "
-          f"= {100 * achieved / peak:.0f}% of GEMM peak (goal: >= 60%)")
+    mfu_steps = max(20, args.steps // 4)
+    seed, ours, ours_mfu, peaks = [], [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        write_idx_dataset(root, load("synthetic", root, download=False))
+        for _ in range(args.runs):
+            seed.append(_child("seed", SEED_BATCH_SIZE, args.steps, root, args.threads))
+            ours.append(_child("trainer", SEED_BATCH_SIZE, args.steps, root, args.threads))
+            ours_mfu.append(_child("trainer", MFU_BATCH_SIZE, mfu_steps, root, args.threads))
+            peaks.append(_child("gemm", 0, 0, root, args.threads))
+
+    seed_ips, ours_ips, mfu_ips = (statistics.median(r) for r in (seed, ours, ours_mfu))
+    peak = max(peaks)
+    achieved = mfu_ips * TRAIN_FLOPS_PER_IMAGE
+    print(f"threads per side: {args.threads}; runs per side: {args.runs} (medians); "
+          f"timed steps: {args.steps} at batch {SEED_BATCH_SIZE}, {mfu_steps} at batch {MFU_BATCH_SIZE}")
+    print(f"seed pipeline (DataLoader + ToTensor + DDP), batch {SEED_BATCH_SIZE}: {seed_ips:8.0f} images/s")
+    print(f"this trainer (resident tensors),            batch {SEED_BATCH_SIZE}: {ours_ips:8.0f} images/s")
+    print(f"speedup at batch {SEED_BATCH_SIZE}: {ours_ips / seed_ips:.2f}x (goal: >= 3x)")
+    print(f"fp32 GEMM peak (4096x4096 matmul, best of {args.runs} runs): {peak / 1e9:.1f} GFLOP/s")
+    print(f"this trainer, batch {MFU_BATCH_SIZE}: {mfu_ips:.0f} images/s x {TRAIN_FLOPS_PER_IMAGE / 1e6:.2f} MFLOP "
+          f"= {achieved / 1e9:.1f} GFLOP/s = {100 * achieved / peak:.0f}% of the GEMM peak (goal: >= 60%)")
     return 0
 
 

@@ -12,11 +12,12 @@ import torch
 
 from trainer import data as datasets
 from trainer.checkpoint import CheckpointStore
-from trainer.distributed import BACKENDS, DistContext, LaunchError, configure_threads, init, shutdown
+from trainer.distributed import BACKENDS, DistContext, LaunchError, init, shutdown
 from trainer.fileio import NotWritableError, atomic_write, ensure_writable_dir
 from trainer.loop import LR_SCHEDULES, NonFiniteLoss, TrainConfig, Trainer
 from trainer.metrics import Reporter, write_metrics_json
-from trainer.model import TRAIN_FLOPS_PER_IMAGE, Net
+from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net
+from trainer.runtime import configure_threads, retain_freed_memory
 
 MODEL_FILE = "mnist_cnn.pt"
 METRICS_FILE = "metrics.json"
@@ -168,6 +169,7 @@ def run(args: argparse.Namespace) -> dict:
     reporter = Reporter(ctx.is_main, args.log_dir or None)
     try:
         threads = configure_threads(args.threads, ctx.local_world_size)
+        retain_freed_memory()
         reporter.info(f"Using distributed PyTorch with {ctx.backend} backend")
         reporter.info(f"World Size: {ctx.world_size}. Rank: {ctx.rank}. Device: {ctx.device}. Threads: {threads}")
         if ctx.device.type == "cuda":
@@ -180,12 +182,12 @@ def run(args: argparse.Namespace) -> dict:
                 f"{len(data.train_labels)} training samples cannot be split over {ctx.world_size} ranks; "
                 "raise --limit-train or use fewer replicas"
             )
-        data = data.to(ctx.device, torch.contiguous_format)
+        data = data.to(ctx.device, MEMORY_FORMAT)
         reporter.info(
             f"Dataset: {data.name}, {len(data.train_labels)} train / {len(data.test_labels)} test images"
         )
         torch.manual_seed(args.seed)  # identical initial weights on every rank
-        net = Net().to(ctx.device)
+        net = Net().to(ctx.device, memory_format=MEMORY_FORMAT)
         store = CheckpointStore(args.checkpoint_dir, args.keep_checkpoints) if args.checkpoint_dir else None
         trainer = Trainer(net, data, ctx, train_config(args), reporter, store)
         trainer.resume()

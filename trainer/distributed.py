@@ -1,4 +1,4 @@
-"""Process-group setup from the training-operator's or torchrun's environment, and CPU threads.
+"""Process-group setup from the training-operator's or torchrun's environment.
 
 Three launch modes are supported:
 - the training-operator's contract without torchrun: MASTER_ADDR, MASTER_PORT, WORLD_SIZE and
@@ -8,17 +8,14 @@ Three launch modes are supported:
 """
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 BACKENDS = ("auto", "gloo", "nccl")
-CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 class LaunchError(RuntimeError):
@@ -148,48 +145,3 @@ def init(requested_backend: str, use_cuda: bool, timeout_seconds: float) -> Dist
 def shutdown(ctx: DistContext) -> None:
     if ctx.distributed and dist.is_initialized():
         dist.destroy_process_group()
-
-
-def cpu_quota(cgroup_root: Path = CGROUP_ROOT) -> float | None:
-    """CPUs allowed by the container's CFS quota (cgroup v2 or v1), or None when unlimited."""
-    v2 = cgroup_root / "cpu.max"
-    if v2.exists():
-        quota, _, period = v2.read_text().strip().partition(" ")
-        if quota == "max":
-            return None
-        return int(quota) / int(period or 100_000)
-    v1_quota = cgroup_root / "cpu" / "cpu.cfs_quota_us"
-    v1_period = cgroup_root / "cpu" / "cpu.cfs_period_us"
-    if v1_quota.exists() and v1_period.exists():
-        quota_us = int(v1_quota.read_text())
-        return None if quota_us <= 0 else quota_us / int(v1_period.read_text())
-    return None
-
-
-def thread_count(local_world_size: int, cgroup_root: Path = CGROUP_ROOT) -> int:
-    """Intra-op threads per process: usable CPUs (affinity and quota) over local processes.
-
-    PyTorch otherwise sizes its pool from the host's cores, not the pod's CPU limit, and a
-    throttled pod runs many times slower.
-    """
-    cpus = len(os.sched_getaffinity(0))
-    quota = cpu_quota(cgroup_root)
-    if quota is not None:
-        cpus = min(cpus, max(1, math.floor(quota)))
-    return max(1, cpus // local_world_size)
-
-
-def configure_threads(requested: int, local_world_size: int) -> int:
-    """Apply --threads, else respect OMP_NUM_THREADS, else size from the cgroup quota."""
-    if requested > 0:
-        threads = requested
-    elif os.environ.get("OMP_NUM_THREADS"):
-        threads = torch.get_num_threads()
-    else:
-        threads = thread_count(local_world_size)
-    torch.set_num_threads(threads)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass  # already fixed by earlier parallel work in this process; harmless
-    return threads

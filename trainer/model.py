@@ -5,6 +5,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+# The layout oneDNN (CPU) and cuDNN (tensor cores) run these convolutions fastest in.
+MEMORY_FORMAT = torch.channels_last
 # Training FLOPs per 28x28 image (forward + weight and input gradients), used for MFU.
 TRAIN_FLOPS_PER_IMAGE = 13.18e6
 
@@ -20,8 +22,10 @@ class Net(nn.Module):
         self.fc2 = nn.Linear(500, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2, 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2, 2)
+        # relu(max_pool(x)) == max_pool(relu(x)) because relu is monotonic; pooling first runs
+        # relu and its backward on a quarter of the elements.
+        x = F.relu(F.max_pool2d(self.conv1(x), 2, 2))
+        x = F.relu(F.max_pool2d(self.conv2(x), 2, 2))
         x = torch.flatten(x, 1)
         x = F.relu(self.fc1(x))
         return F.log_softmax(self.fc2(x), dim=1)

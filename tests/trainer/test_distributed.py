@@ -1,6 +1,7 @@
 import pytest
 
-from trainer.distributed import LaunchError, cpu_quota, read_launch_env, resolve_backend, thread_count
+from trainer.distributed import LaunchError, read_launch_env, resolve_backend
+from trainer.runtime import cpu_quota, thread_count
 
 
 def test_no_environment_means_one_process():
@@ -64,7 +65,7 @@ def test_cgroup_v1_quota(tmp_path):
 
 
 def test_threads_are_the_quota_divided_by_local_processes(tmp_path, monkeypatch):
-    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr("trainer.runtime.os.sched_getaffinity", lambda pid: set(range(64)))
     (tmp_path / "cpu.max").write_text("800000 100000\n")
     assert thread_count(1, tmp_path) == 8
     assert thread_count(4, tmp_path) == 2

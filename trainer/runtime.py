@@ -1,0 +1,77 @@
+"""Process-wide CPU tuning: thread counts sized to the container, and a heap that keeps memory."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import math
+import os
+from pathlib import Path
+
+import torch
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+# glibc mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_MAX = -4
+
+
+def cpu_quota(cgroup_root: Path = CGROUP_ROOT) -> float | None:
+    """CPUs allowed by the container's CFS quota (cgroup v2 or v1), or None when unlimited."""
+    v2 = cgroup_root / "cpu.max"
+    if v2.exists():
+        quota, _, period = v2.read_text().strip().partition(" ")
+        if quota == "max":
+            return None
+        return int(quota) / int(period or 100_000)
+    v1_quota = cgroup_root / "cpu" / "cpu.cfs_quota_us"
+    v1_period = cgroup_root / "cpu" / "cpu.cfs_period_us"
+    if v1_quota.exists() and v1_period.exists():
+        quota_us = int(v1_quota.read_text())
+        return None if quota_us <= 0 else quota_us / int(v1_period.read_text())
+    return None
+
+
+def thread_count(local_world_size: int, cgroup_root: Path = CGROUP_ROOT) -> int:
+    """Intra-op threads per process: usable CPUs (affinity and quota) over local processes.
+
+    PyTorch otherwise sizes its pool from the host's cores, not the pod's CPU limit, and a
+    throttled pod runs many times slower.
+    """
+    cpus = len(os.sched_getaffinity(0))
+    quota = cpu_quota(cgroup_root)
+    if quota is not None:
+        cpus = min(cpus, max(1, math.floor(quota)))
+    return max(1, cpus // local_world_size)
+
+
+def configure_threads(requested: int, local_world_size: int) -> int:
+    """Apply --threads, else respect OMP_NUM_THREADS, else size from the cgroup quota."""
+    if requested > 0:
+        threads = requested
+    elif os.environ.get("OMP_NUM_THREADS"):
+        threads = torch.get_num_threads()
+    else:
+        threads = thread_count(local_world_size)
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass  # already fixed by earlier parallel work in this process; harmless
+    return threads
+
+
+def retain_freed_memory() -> bool:
+    """Keep freed blocks in glibc's heap instead of returning them to the kernel.
+
+    Every training step frees and re-allocates the same multi-megabyte activations; by default
+    glibc serves those with mmap and unmaps them on free, so each step page-faults them back in
+    (measured: about 20% of CPU step time for this model). Returns False where this is not glibc.
+    """
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
