@@ -1,4 +1,5 @@
 import torch
+import torch.nn.functional as F
 
 from trainer.model import Net, parameter_count
 
@@ -18,3 +19,26 @@ def test_state_dict_keys_are_the_seed_scripts():
         "conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
         "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias",
     ]
+
+
+def _seed_forward(net, x):
+    """The Kubeflow example's forward pass, relu before pooling."""
+    x = F.max_pool2d(F.relu(net.conv1(x)), 2, 2)
+    x = F.max_pool2d(F.relu(net.conv2(x)), 2, 2)
+    x = F.relu(net.fc1(x.view(-1, 4 * 4 * 50)))
+    return F.log_softmax(net.fc2(x), dim=1)
+
+
+def test_same_outputs_and_gradients_as_the_seed_forward():
+    torch.manual_seed(0)
+    net, x = Net(), torch.randn(16, 1, 28, 28)
+    target = torch.randint(0, 10, (16,))
+    ours = net(x)
+    F.nll_loss(ours, target).backward()
+    our_grads = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad()
+    seed = _seed_forward(net, x)
+    F.nll_loss(seed, target).backward()
+    assert torch.allclose(ours, seed, atol=1e-6)
+    for mine, theirs in zip(our_grads, (p.grad for p in net.parameters())):
+        assert torch.allclose(mine, theirs, atol=1e-6)

@@ -1,0 +1,23 @@
+"""The benchmark runs end to end and prints both sides and the ratios (no timing asserted)."""
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.procs import trainer_env
+
+pytestmark = pytest.mark.slow
+
+
+def test_benchmark_prints_both_throughputs_and_ratios(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer.benchmark", "--steps", "4", "--runs", "1", "--threads", "1"],
+        cwd=tmp_path, env=trainer_env(), capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert re.search(r"seed pipeline .*batch 64: +\d+ images/s", out)
+    assert re.search(r"this trainer .*batch 64: +\d+ images/s", out)
+    assert re.search(r"speedup at batch 64: \d+\.\d\dx", out)
+    assert re.search(r"= \d+% of the GEMM peak", out)
