@@ -3,7 +3,7 @@ defaults, plus flags for data, outputs, checkpoints and speed."""
 from __future__ import annotations
 
 import argparse
-import os
+import math
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -23,32 +23,26 @@ MODEL_FILE = "mnist_cnn.pt"
 METRICS_FILE = "metrics.json"
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
+def _checked(convert, accept, requirement: str):
+    """An argparse type: convert the text, then refuse values that `accept` rejects."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not accept(value):
+            raise argparse.ArgumentTypeError(f"must be {requirement}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
-    return value
+# NaN fails every comparison, so the float checks refuse it too.
+_positive_int = _checked(int, lambda v: v >= 1, "a positive integer")
+_non_negative_int = _checked(int, lambda v: v >= 0, "0 or more")
+_positive_float = _checked(float, lambda v: 0 < v < math.inf, "a positive number")
+_non_negative_float = _checked(float, lambda v: 0 <= v < math.inf, "0 or more")
+_fraction = _checked(float, lambda v: 0 <= v < 1, "in [0, 1)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -106,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--lr-schedule", choices=LR_SCHEDULES, default="constant",
                      help="constant (the seed's) or onecycle: warm up, then decay linearly to 0")
     opt.add_argument("--nesterov", action="store_true", help="Nesterov momentum (needs --momentum > 0)")
-    opt.add_argument("--weight-decay", type=float, default=0.0, metavar="WD", help="L2 weight decay (default: 0)")
+    opt.add_argument("--weight-decay", type=_non_negative_float, default=0.0, metavar="WD", help="L2 weight decay (default: 0)")
     opt.add_argument("--label-smoothing", type=_fraction, default=0.0, metavar="EPS",
                      help="label smoothing for the training loss (default: 0)")
     opt.add_argument("--compile", action="store_true",

@@ -21,6 +21,8 @@ def test_seed_script_flags_and_defaults():
     (["--epochs", "-1"], "--epochs: must be a positive integer"),
     (["--lr", "nan"], "--lr: must be a positive number"),
     (["--momentum", "1.5"], "--momentum: must be in [0, 1)"),
+    (["--batch-size", "many"], "--batch-size: must be a positive integer, got 'many'"),
+    (["--weight-decay", "-1"], "--weight-decay: must be 0 or more"),
     (["--dataset", "cifar10"], "--dataset: invalid choice"),
     (["--backend", "mpi"], "--backend: invalid choice"),
     (["--nesterov", "--momentum", "0"], "--nesterov needs --momentum > 0"),
