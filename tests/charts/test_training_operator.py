@@ -13,7 +13,6 @@ import yaml
 from tests.support.helm import REPO, Helm, by_kind, one
 from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
 from tests.support.pss import container_violations, restricted_violations
-from tests.support.render import render_documents
 
 CHART = REPO / "charts" / "training-operator"
 CI_VALUES = sorted(CHART.glob("ci/*-values.yaml"))
@@ -28,9 +27,7 @@ NOT_BUILTIN = {"ServiceMonitor"}
 
 @functools.lru_cache(maxsize=None)
 def _render(helm: Helm, values_file=None, set_items: tuple = ()) -> tuple:
-    docs = render_documents(
-        helm,
-        CHART,
+    docs = helm.render(CHART,
         values_files=(values_file,) if values_file else (),
         set_values=dict(set_items),
         release=RELEASE,
@@ -297,7 +294,7 @@ def test_notes_tell_the_user_what_to_check(helm, tmp_path):
     notes_template.unlink()
 
     def notes(**set_values):
-        (preview,) = render_documents(helm, chart, set_values=set_values, release=RELEASE, namespace=NAMESPACE,
+        (preview,) = helm.render(chart, set_values=set_values, release=RELEASE, namespace=NAMESPACE,
                                       extra=("--show-only", "templates/notes-preview.yaml"))
         return preview["notes"]
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import jsonschema
 
 from tests.support.helm import REPO, Helm
-from tests.support.render import render_documents
 
 OPERATOR_CHART = REPO / "charts" / "training-operator"
 PYTORCHJOB_CRD_NAME = "pytorchjobs.kubeflow.org"
@@ -28,7 +27,7 @@ class CustomObjectInvalid(AssertionError):
 
 @functools.lru_cache(maxsize=None)
 def _render_pytorchjob_crd(helm: Helm, chart: str) -> dict:
-    docs = render_documents(helm, chart, release="training-operator", namespace="kubeflow")
+    docs = helm.render(chart, release="training-operator", namespace="kubeflow")
     crds = [
         d for d in docs
         if d.get("kind") == "CustomResourceDefinition" and d["metadata"]["name"] == PYTORCHJOB_CRD_NAME
