@@ -27,7 +27,8 @@ NOT_BUILTIN = {"ServiceMonitor"}
 
 @functools.lru_cache(maxsize=None)
 def _render(helm: Helm, values_file=None, set_items: tuple = ()) -> tuple:
-    docs = helm.render(CHART,
+    docs = helm.render(
+        CHART,
         values_files=(values_file,) if values_file else (),
         set_values=dict(set_items),
         release=RELEASE,
