@@ -1,5 +1,6 @@
 """Bad input fails fast with the flag and the fix; the CLI keeps the seed script's flags."""
 import pytest
+import torch
 
 from tests.support.procs import run_trainer
 from trainer.cli import build_parser, parse_args
@@ -69,3 +70,12 @@ def test_fallback_dataset_is_announced_first(tmp_path):
     announce = next(i for i, line in enumerate(lines) if "Training on synthetic instead" in line)
     assert announce < next(i for i, line in enumerate(lines) if line.startswith("Train Epoch"))
     assert "fashion-mnist: files not found" in result.stdout
+
+
+@pytest.mark.slow
+def test_compiled_model_trains_and_saves_plain_keys(tmp_path):
+    """--compile (Inductor's C++ backend on CPU) trains, and the saved keys have no _orig_mod prefix."""
+    result = run_trainer([*QUICK, "--compile", "--dir", "", "--output-dir", "out"], cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    keys = torch.load(tmp_path / "out" / "mnist_cnn.pt", weights_only=True)
+    assert list(keys)[0] == "conv1.weight"
