@@ -47,9 +47,9 @@ def gemm_peak_flops(size: int = 4096, repeats: int = 5) -> float:
     return best
 
 
-def write_idx_dataset(root: Path, data: Dataset) -> None:
-    """Store the training images as FashionMNIST IDX files for torchvision's own loader."""
-    raw = root / "FashionMNIST" / "raw"
+def write_idx_dataset(root: Path, data: Dataset, folder: str = "FashionMNIST") -> None:
+    """Store `data` as IDX files (rescaled to bytes) where torchvision's `folder` loader reads them."""
+    raw = root / folder / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     for prefix, images, labels in (("train", data.train_images, data.train_labels),
                                    ("t10k", data.test_images, data.test_labels)):

@@ -137,24 +137,35 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def load_data(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> datasets.Dataset:
-    """Download on each pod's local rank 0 only, then load everywhere; all ranks agree on the
-    outcome before anyone continues, so a failed download cannot strand a peer at a barrier."""
-    name, failure = args.dataset, None
-    if ctx.local_rank == 0:
-        try:
-            loaded = datasets.load(name, args.data_dir, download=True)
-        except datasets.DatasetUnavailable as error:
-            failure = error
-    if not ctx.all_true(failure is None):
-        if args.fallback_dataset is None:
-            raise failure or datasets.DatasetUnavailable(f"{name} could not be prepared on a peer pod")
-        reporter.info(f"{failure or name + ' is unavailable on a peer pod'}")
-        reporter.info(f"Training on {args.fallback_dataset} instead (--fallback-dataset).")
-        name = args.fallback_dataset
-        loaded = datasets.load(name, args.data_dir, download=False)
-    elif ctx.local_rank != 0:
-        loaded = datasets.load(name, args.data_dir, download=False)
+    """Download in turns, then load everywhere.
+
+    Rank 0 downloads first, so pods that share a volume never write the same files at once; then
+    the first process of every other pod fetches what its own filesystem lacks (nothing, on a
+    shared volume). After each turn all ranks agree on the outcome, so a failed download cannot
+    strand a peer at a barrier.
+    """
+    loaded, failure = None, None
+    for my_turn in (ctx.rank == 0, ctx.local_rank == 0 and ctx.rank != 0):
+        if my_turn:
+            try:
+                loaded = datasets.load(args.dataset, args.data_dir, download=True)
+            except datasets.DatasetUnavailable as error:
+                failure = error
+        if not ctx.all_true(failure is None):
+            return _load_fallback(args, failure, reporter)
+    if loaded is None:
+        loaded = datasets.load(args.dataset, args.data_dir, download=False)
     return loaded.limited(args.limit_train, args.limit_test)
+
+
+def _load_fallback(args: argparse.Namespace, failure: Exception | None, reporter: Reporter) -> datasets.Dataset:
+    reason = failure or datasets.DatasetUnavailable(f"{args.dataset} could not be prepared on a peer pod; see its log")
+    if args.fallback_dataset is None:
+        raise reason
+    reporter.info(str(reason))
+    reporter.info(f"Training on {args.fallback_dataset} instead (--fallback-dataset).")
+    fallback = datasets.load(args.fallback_dataset, args.data_dir, download=False)
+    return fallback.limited(args.limit_train, args.limit_test)
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from tests.support.procs import free_port, run_trainer, start_pods, trainer_env, wait_all
+from trainer.benchmark import write_idx_dataset
+from trainer.data import load
 
 pytestmark = pytest.mark.slow
 
@@ -43,6 +45,16 @@ def test_two_pods_with_the_operator_contract(tmp_path):
     assert "{metricName: accuracy, metricValue:" in master_log
     # Only rank 0 reports.
     assert "Train Epoch" not in (tmp_path / "rank1.log").read_text()
+
+
+def test_two_pods_share_a_torchvision_dataset_directory(tmp_path):
+    """Rank 0 fetches first, then the other pod finds the files: both train on MNIST."""
+    write_idx_dataset(tmp_path / "shared", load("synthetic", tmp_path, download=False).limited(512, 100), "MNIST")
+    args = ["--dataset", "mnist", "--data-dir", "shared", "--threads", "1", "--output-dir", "out", "--dir", ""]
+    assert wait_all(start_pods(args, tmp_path, world_size=2, port=free_port())) == [0, 0], \
+        (tmp_path / "rank0.log").read_text() + (tmp_path / "rank1.log").read_text()
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert (metrics["dataset"], metrics["test_samples"]) == ("mnist", 100)
 
 
 def test_torchrun_two_processes(tmp_path):
