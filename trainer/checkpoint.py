@@ -10,7 +10,7 @@ import torch
 from trainer.fileio import atomic_write
 
 FORMAT_VERSION = 1
-REQUIRED_KEYS = frozenset({"format", "model", "optimizer", "epoch", "batch", "step", "rng"})
+REQUIRED_KEYS = frozenset({"format", "settings", "model", "optimizer", "epoch", "batch", "step", "rng"})
 _NAME = re.compile(r"^checkpoint-(\d+)\.pt$")
 
 

@@ -14,7 +14,7 @@ from trainer import data as datasets
 from trainer.checkpoint import CheckpointStore
 from trainer.distributed import BACKENDS, DistContext, LaunchError, init, shutdown
 from trainer.fileio import NotWritableError, atomic_write, ensure_writable_dir
-from trainer.loop import LR_SCHEDULES, NonFiniteLoss, TrainConfig, Trainer
+from trainer.loop import LR_SCHEDULES, IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer
 from trainer.metrics import Reporter, write_metrics_json
 from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net
 from trainer.runtime import configure_threads, retain_freed_memory
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         run(args)
-    except (LaunchError, datasets.DatasetUnavailable, NonFiniteLoss) as error:
+    except (LaunchError, datasets.DatasetUnavailable, NonFiniteLoss, IncompatibleCheckpoint) as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return 1
     return 0

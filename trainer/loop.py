@@ -24,6 +24,10 @@ class NonFiniteLoss(RuntimeError):
     pass
 
 
+class IncompatibleCheckpoint(RuntimeError):
+    """The newest checkpoint belongs to a run with other data or optimizer settings."""
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     epochs: int = 1
@@ -133,9 +137,23 @@ class Trainer:
 
     # -- checkpoints ---------------------------------------------------------------------------
 
+    def settings(self) -> dict:
+        """What a checkpoint must share with this run to be resumed: data, batches, optimizer."""
+        c = self.config
+        settings = {
+            "dataset": self.data.name, "train_samples": len(self.data.train_labels),
+            "batch_size": c.batch_size, "seed": c.seed, "lr": c.lr, "momentum": c.momentum,
+            "nesterov": c.nesterov, "weight_decay": c.weight_decay,
+            "label_smoothing": c.label_smoothing, "lr_schedule": c.lr_schedule,
+        }
+        if c.lr_schedule != "constant":
+            settings["epochs"] = c.epochs  # the schedule spans every epoch; constant LR may be extended
+        return settings
+
     def state(self) -> dict:
         p = self.progress
         return {
+            "settings": self.settings(),
             "model": self.net.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "epoch": p.epoch, "batch": p.batch, "step": p.step,
@@ -154,6 +172,15 @@ class Trainer:
         path, state = self.ctx.broadcast_from_main((path, state))
         if state is None:
             return
+        current = self.settings()
+        changed = [f"{key} {state['settings'].get(key)!r} (now {value!r})"
+                   for key, value in current.items() if state["settings"].get(key) != value]
+        if changed:
+            raise IncompatibleCheckpoint(
+                f"{path} was written by a run with other settings: {', '.join(changed)}. A restarted "
+                "run resumes only with the same settings; to start a new run, point --checkpoint-dir "
+                "at another directory or delete the checkpoints there."
+            )
         self.net.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"]["torch"])

@@ -6,7 +6,7 @@ from trainer.fileio import atomic_write
 
 
 def _state(step):
-    return {"model": {"w": torch.full((2,), float(step))}, "optimizer": {}, "epoch": 1,
+    return {"settings": {}, "model": {"w": torch.full((2,), float(step))}, "optimizer": {}, "epoch": 1,
             "batch": step, "step": step, "rng": {"torch": torch.get_rng_state()}}
 
 

@@ -79,3 +79,18 @@ def test_compiled_model_trains_and_saves_plain_keys(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     keys = torch.load(tmp_path / "out" / "mnist_cnn.pt", weights_only=True)
     assert list(keys)[0] == "conv1.weight"
+
+
+@pytest.mark.slow
+def test_restart_resumes_only_a_run_with_the_same_settings(tmp_path):
+    first = run_trainer([*QUICK, "--dir", "", "--checkpoint-dir", "ckpt"], cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+
+    other_lr = run_trainer([*QUICK, "--dir", "", "--checkpoint-dir", "ckpt", "--lr", "0.02"], cwd=tmp_path)
+    assert other_lr.returncode == 1
+    assert "with other settings: lr 0.01 (now 0.02)" in other_lr.stderr
+    assert "point --checkpoint-dir at another directory" in other_lr.stderr
+
+    longer = run_trainer([*QUICK, "--dir", "", "--checkpoint-dir", "ckpt", "--epochs", "2"], cwd=tmp_path)
+    assert longer.returncode == 0, longer.stderr
+    assert "Resumed from ckpt/checkpoint-" in longer.stdout and "epoch 2" in longer.stdout
