@@ -107,6 +107,20 @@ leftovers() {
     -n "$2" -l "$selector" -o name
 }
 
+# uninstall_leaving_only RELEASE NAMESPACE POD_SELECTOR KEPT: uninstall, wait for the pods to go,
+# fail if anything but KEPT (what the chart keeps on purpose) is left, then delete KEPT.
+uninstall_leaving_only() {
+  local left
+  helm uninstall "$1" -n "$2" --wait --timeout 5m
+  wait_until 120 "the pods of $1 to go" no_pods "$2" "$3"
+  left=$(leftovers "$1" "$2")
+  if [[ "$left" != "$4" ]]; then
+    printf 'unexpected leftovers of %s:\n%s\n' "$1" "$left" >&2
+    exit 1
+  fi
+  kubectl delete -n "$2" "$left" --wait
+}
+
 job_condition() {
   kubectl get pytorchjob "$job" -n "$workload_namespace" \
     -o jsonpath="{.status.conditions[?(@.type==\"$1\")].status}"
@@ -178,25 +192,12 @@ step "helm test"
 helm test "$workload_release" -n "$workload_namespace" --logs --timeout 10m
 
 step "uninstall and check for leftovers"
-helm uninstall "$workload_release" -n "$workload_namespace" --wait --timeout 5m
-wait_until 120 "the job's pods to be garbage-collected" no_pods "$workload_namespace" "training.kubeflow.org/job-name=$job"
-left=$(leftovers "$workload_release" "$workload_namespace")
 # persistence.keep (default true) keeps the claim with the trained model; nothing else may remain.
-if [[ "$left" != "persistentvolumeclaim/$workload_release-storage" ]]; then
-  printf 'unexpected leftovers of %s:\n%s\n' "$workload_release" "$left" >&2
-  exit 1
-fi
-kubectl delete -n "$workload_namespace" "$left" --wait
-
-helm uninstall "$operator_release" -n "$operator_namespace" --wait --timeout 5m
-wait_until 120 "the operator pods to go" no_pods "$operator_namespace" "app.kubernetes.io/instance=$operator_release"
-left=$(leftovers "$operator_release" "$operator_namespace")
+uninstall_leaving_only "$workload_release" "$workload_namespace" "training.kubeflow.org/job-name=$job" \
+  "persistentvolumeclaim/$workload_release-storage"
 # crds.keep (default true) keeps the CRD, so uninstalling the operator never deletes users' jobs.
-if [[ "$left" != "customresourcedefinition.apiextensions.k8s.io/pytorchjobs.kubeflow.org" ]]; then
-  printf 'unexpected leftovers of %s:\n%s\n' "$operator_release" "$left" >&2
-  exit 1
-fi
-kubectl delete crd pytorchjobs.kubeflow.org --wait
+uninstall_leaving_only "$operator_release" "$operator_namespace" "app.kubernetes.io/instance=$operator_release" \
+  "customresourcedefinition.apiextensions.k8s.io/pytorchjobs.kubeflow.org"
 kubectl delete namespace "$workload_namespace" "$operator_namespace" --wait --timeout 2m
 
 step "e2e passed"
