@@ -161,7 +161,7 @@ kind: PyTorchJob
 metadata: {name: mnist-simple, namespace: kubeflow}
 spec:
   pytorchReplicaSpecs:
-    Master:
+    Master: &replica
       replicas: 1
       restartPolicy: OnFailure
       template:
@@ -171,16 +171,7 @@ spec:
               image: registry.example.com/mnist:1.0
               imagePullPolicy: Always
               command: [python3, -m, trainer, --epochs=1]
-    Worker:
-      replicas: 1
-      restartPolicy: OnFailure
-      template:
-        spec:
-          containers:
-            - name: pytorch
-              image: registry.example.com/mnist:1.0
-              imagePullPolicy: Always
-              command: [python3, -m, trainer, --epochs=1]
+    Worker: *replica
 """
 
 # A shared claim mounted on both replicas, plus the status the operator writes when it is done.
@@ -190,7 +181,7 @@ kind: PyTorchJob
 metadata: {name: mnist-pvc}
 spec:
   pytorchReplicaSpecs:
-    Master:
+    Master: &replica
       replicas: 1
       restartPolicy: OnFailure
       template:
@@ -202,18 +193,7 @@ spec:
             - name: pytorch
               image: registry.example.com/mnist:1.0
               volumeMounts: [{mountPath: /opt/mnist/models, name: models}]
-    Worker:
-      replicas: 1
-      restartPolicy: OnFailure
-      template:
-        spec:
-          volumes:
-            - name: models
-              persistentVolumeClaim: {claimName: mnist-models}
-          containers:
-            - name: pytorch
-              image: registry.example.com/mnist:1.0
-              volumeMounts: [{mountPath: /opt/mnist/models, name: models}]
+    Worker: *replica
 status:
   startTime: "2026-01-01T10:00:00Z"
   completionTime: "2026-01-01T10:20:00Z"
@@ -330,7 +310,8 @@ def test_valid_pytorchjobs_validate(crd, manifest):
 
 
 def _broken(mutate):
-    job = yaml.safe_load(SIMPLE)
+    # A JSON round trip unshares the YAML alias, so breaking the Worker leaves the Master intact.
+    job = json.loads(json.dumps(yaml.safe_load(SIMPLE)))
     mutate(job)
     return job
 
