@@ -27,9 +27,9 @@ created="${CREATED:-$(date -u ${SOURCE_DATE_EPOCH:+-d "@$SOURCE_DATE_EPOCH"} +%Y
 
 args=(build --file "$repo/docker/Dockerfile" --tag "$IMG"
   --build-arg "VARIANT=$variant"
-  --build-arg "VERSION=$version"
-  --build-arg "REVISION=$revision"
-  --build-arg "CREATED=$created")
+  --label "org.opencontainers.image.version=$version"
+  --label "org.opencontainers.image.revision=$revision"
+  --label "org.opencontainers.image.created=$created")
 if [[ -n "${PLATFORMS:-}" ]]; then
   args+=(--platform "$PLATFORMS")
 fi

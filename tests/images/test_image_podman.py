@@ -26,13 +26,16 @@ import shutil
 import subprocess
 import uuid
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from tests.support.helm import REPO
 
 PODMAN_DIR = REPO / "ci" / "podman"
-IMAGE = "localhost/pytorchjob-mnist/trainer:smoke-cpu"
+# Each session tags its own build, so two test runs sharing one podman store (a developer's and CI's)
+# never inspect each other's image; CACHE_ANCHOR keeps the newest build's layers for the next run's cache.
+CACHE_ANCHOR = "localhost/pytorchjob-mnist/trainer:smoke-cpu"
 CACHE_DIR = "/var/cache/trainer"  # the chart's scratch.cachePath and the image's XDG_CACHE_HOME
 PYPROJECT_VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
 
@@ -66,14 +69,17 @@ def skip_reason() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def image() -> str:
+def image() -> Iterator[str]:
     reason = skip_reason()
     if reason:
         pytest.skip(reason)
+    tag = f"{CACHE_ANCHOR}-{uuid.uuid4().hex[:8]}"
     build = subprocess.run([str(PODMAN_DIR / "build-offline.sh")], capture_output=True, text=True,
-                           env={**podman_env(), "IMG": IMAGE}, timeout=1800)
+                           env={**podman_env(), "IMG": tag}, timeout=1800)
     assert build.returncode == 0, f"image build failed:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}"
-    return IMAGE
+    yield tag
+    podman("tag", tag, CACHE_ANCHOR, check=False)
+    podman("untag", tag, tag, check=False)
 
 
 def test_dockerfile_refuses_an_unknown_variant(image: str):
