@@ -6,6 +6,8 @@ IDX files (a PIL image and ToTensor per sample), a DataLoader with a Distributed
 model in DDP inside a one-rank gloo group, and SGD. Each side runs in its own child process,
 set up as its program would be (this trainer applies its runtime tuning, the seed script none).
 Runs alternate between the sides so background load hits both alike; medians are reported.
+A kernel floor (the model's convolutions and matmuls alone) shows how far either goal can go on
+PyTorch's CPU kernels.
 """
 from __future__ import annotations
 
@@ -35,16 +37,57 @@ MFU_BATCH_SIZE = 256
 WARMUP_STEPS = 5
 
 
-def gemm_peak_flops(size: int = 4096, repeats: int = 5) -> float:
-    """Best fp32 matrix-multiply rate with the current thread count: the CPU's practical peak."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    a @ b
-    best = 0.0
+def _best_seconds(run, calls: int = 1, repeats: int = 5) -> float:
+    """Fastest mean time of `calls` back-to-back runs, over `repeats` tries after one warm-up."""
+    run()
+    best = float("inf")
     for _ in range(repeats):
         started = time.perf_counter()
-        a @ b
-        best = max(best, 2 * size**3 / (time.perf_counter() - started))
+        for _ in range(calls):
+            run()
+        best = min(best, (time.perf_counter() - started) / calls)
     return best
+
+
+def gemm_peak_flops(size: int = 4096) -> float:
+    """Best fp32 matrix-multiply rate with the current thread count: the CPU's practical peak."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    return 2 * size**3 / _best_seconds(lambda: a @ b)
+
+
+def kernel_floor_images_per_second(batch_size: int) -> float:
+    """Images/s if a training step ran nothing but its convolution and matmul kernels (forward,
+    input and weight gradients), each timed alone at its best. No trainer built on PyTorch's CPU
+    kernels can be faster: pooling, activations, loss and optimizer only add to them."""
+    net = Net().to(memory_format=MEMORY_FORMAT)
+    with torch.no_grad():
+        images = torch.randn(batch_size, 1, 28, 28).contiguous(memory_format=MEMORY_FORMAT)
+        conv1_out = net.conv1(images)
+        pooled1 = F.relu(F.max_pool2d(conv1_out, 2, 2))
+        conv2_out = net.conv2(pooled1)
+        flat = F.relu(F.max_pool2d(conv2_out, 2, 2)).flatten(1)
+        hidden = F.relu(net.fc1(flat))
+        w_conv1, w_conv2 = net.conv1.weight, net.conv2.weight
+        w_fc1, w_fc2 = net.fc1.weight, net.fc2.weight
+        grad_conv1, grad_conv2 = torch.randn_like(conv1_out), torch.randn_like(conv2_out)
+        grad_hidden, grad_logits = torch.randn_like(hidden), torch.randn(batch_size, 10)
+
+        def conv_backward(grad, inputs, weight, input_grad: bool):
+            return torch.ops.aten.convolution_backward(
+                grad, inputs, weight, [weight.shape[0]], [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
+                [input_grad, True, False])
+
+        kernels = (
+            lambda: F.conv2d(images, w_conv1),
+            lambda: conv_backward(grad_conv1, images, w_conv1, input_grad=False),  # pixels need none
+            lambda: F.conv2d(pooled1, w_conv2),
+            lambda: conv_backward(grad_conv2, pooled1, w_conv2, input_grad=True),
+            lambda: (flat @ w_fc1.t(), hidden @ w_fc2.t()),
+            lambda: (grad_hidden.t() @ flat, grad_hidden @ w_fc1,
+                     grad_logits.t() @ hidden, grad_logits @ w_fc2),
+        )
+        calls = max(4, 2048 // batch_size)
+        return batch_size / sum(_best_seconds(kernel, calls) for kernel in kernels)
 
 
 def write_idx_dataset(root: Path, data: Dataset, folder: str = "FashionMNIST") -> None:
@@ -110,6 +153,8 @@ def _measure(side: str, batch_size: int, steps: int, root: Path) -> float:
         return gemm_peak_flops()
     if side == "seed":
         return seed_images_per_second(root, steps)
+    if side == "floor":
+        return kernel_floor_images_per_second(batch_size)
     return trainer_images_per_second(load("synthetic", root, download=False), batch_size, steps)
 
 
@@ -126,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="alternating runs per side (default: 3)")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                         help="CPU threads for every side (default: all usable CPUs)")
-    parser.add_argument("--side", choices=("seed", "trainer", "gemm"), help=argparse.SUPPRESS)
+    parser.add_argument("--side", choices=("seed", "trainer", "gemm", "floor"), help=argparse.SUPPRESS)
     parser.add_argument("--batch-size", type=int, default=SEED_BATCH_SIZE, help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -136,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     mfu_steps = max(20, args.steps // 4)
-    seed, ours, ours_mfu, peaks = [], [], [], []
+    seed, ours, ours_mfu, peaks, floors, floors_mfu = [], [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         write_idx_dataset(root, load("synthetic", root, download=False))
@@ -145,9 +190,11 @@ def main(argv: list[str] | None = None) -> int:
             ours.append(_child("trainer", SEED_BATCH_SIZE, args.steps, root, args.threads))
             ours_mfu.append(_child("trainer", MFU_BATCH_SIZE, mfu_steps, root, args.threads))
             peaks.append(_child("gemm", 0, 0, root, args.threads))
+            floors.append(_child("floor", SEED_BATCH_SIZE, 0, root, args.threads))
+            floors_mfu.append(_child("floor", MFU_BATCH_SIZE, 0, root, args.threads))
 
     seed_ips, ours_ips, mfu_ips = (statistics.median(r) for r in (seed, ours, ours_mfu))
-    peak = max(peaks)
+    peak, floor_ips, floor_mfu_ips = max(peaks), max(floors), max(floors_mfu)
     achieved = mfu_ips * TRAIN_FLOPS_PER_IMAGE
     print(f"threads per side: {args.threads}; runs per side: {args.runs} (medians); "
           f"timed steps: {args.steps} at batch {SEED_BATCH_SIZE}, {mfu_steps} at batch {MFU_BATCH_SIZE}")
@@ -157,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fp32 GEMM peak (4096x4096 matmul, best of {args.runs} runs): {peak / 1e9:.1f} GFLOP/s")
     print(f"this trainer, batch {MFU_BATCH_SIZE}: {mfu_ips:.0f} images/s x {TRAIN_FLOPS_PER_IMAGE / 1e6:.2f} MFLOP "
           f"= {achieved / 1e9:.1f} GFLOP/s = {100 * achieved / peak:.0f}% of the GEMM peak (goal: >= 60%)")
+    print(f"kernel floor (only the convolution and matmul kernels, each at its best alone): "
+          f"batch {SEED_BATCH_SIZE}: {floor_ips:.0f} images/s = {floor_ips / seed_ips:.2f}x the seed; "
+          f"batch {MFU_BATCH_SIZE}: {100 * floor_mfu_ips * TRAIN_FLOPS_PER_IMAGE / peak:.0f}% of the GEMM peak")
     return 0
 
 

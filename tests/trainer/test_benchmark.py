@@ -21,3 +21,5 @@ def test_benchmark_prints_both_throughputs_and_ratios(tmp_path):
     assert re.search(r"this trainer .*batch 64: +\d+ images/s", out)
     assert re.search(r"speedup at batch 64: \d+\.\d\dx", out)
     assert re.search(r"= \d+% of the GEMM peak", out)
+    assert re.search(r"kernel floor .*batch 64: \d+ images/s = \d+\.\d\dx the seed; "
+                     r"batch 256: \d+% of the GEMM peak", out)
