@@ -20,10 +20,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from trainer.data import Dataset, load
 from trainer.distributed import DistContext
@@ -60,32 +62,29 @@ def kernel_floor_images_per_second(batch_size: int) -> float:
     input and weight gradients), each timed alone at its best. No trainer built on PyTorch's CPU
     kernels can be faster: pooling, activations, loss and optimizer only add to them."""
     net = Net().to(memory_format=MEMORY_FORMAT)
+    images = torch.randn(batch_size, 1, 28, 28).contiguous(memory_format=MEMORY_FORMAT)
+    seen = []  # (layer, its input, its output), in forward order
+    hooks = [layer.register_forward_hook(lambda layer, args, output: seen.append((layer, args[0], output)))
+             for layer in net.modules() if isinstance(layer, (nn.Conv2d, nn.Linear))]
+    kernels = []
     with torch.no_grad():
-        images = torch.randn(batch_size, 1, 28, 28).contiguous(memory_format=MEMORY_FORMAT)
-        conv1_out = net.conv1(images)
-        pooled1 = F.relu(F.max_pool2d(conv1_out, 2, 2))
-        conv2_out = net.conv2(pooled1)
-        flat = F.relu(F.max_pool2d(conv2_out, 2, 2)).flatten(1)
-        hidden = F.relu(net.fc1(flat))
-        w_conv1, w_conv2 = net.conv1.weight, net.conv2.weight
-        w_fc1, w_fc2 = net.fc1.weight, net.fc2.weight
-        grad_conv1, grad_conv2 = torch.randn_like(conv1_out), torch.randn_like(conv2_out)
-        grad_hidden, grad_logits = torch.randn_like(hidden), torch.randn(batch_size, 10)
-
-        def conv_backward(grad, inputs, weight, input_grad: bool):
-            return torch.ops.aten.convolution_backward(
-                grad, inputs, weight, [weight.shape[0]], [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
-                [input_grad, True, False])
-
-        kernels = (
-            lambda: F.conv2d(images, w_conv1),
-            lambda: conv_backward(grad_conv1, images, w_conv1, input_grad=False),  # pixels need none
-            lambda: F.conv2d(pooled1, w_conv2),
-            lambda: conv_backward(grad_conv2, pooled1, w_conv2, input_grad=True),
-            lambda: (flat @ w_fc1.t(), hidden @ w_fc2.t()),
-            lambda: (grad_hidden.t() @ flat, grad_hidden @ w_fc1,
-                     grad_logits.t() @ hidden, grad_logits @ w_fc2),
-        )
+        net(images)
+        for hook in hooks:
+            hook.remove()
+        for layer, inputs, output in seen:
+            grad, weight = torch.randn_like(output), layer.weight
+            input_grad = inputs is not images  # the pixels need none
+            if isinstance(layer, nn.Conv2d):
+                kernels.append(partial(F.conv2d, inputs, weight, None, layer.stride, layer.padding))
+                kernels.append(partial(
+                    torch.ops.aten.convolution_backward, grad, inputs, weight, [layer.out_channels],
+                    layer.stride, layer.padding, layer.dilation, False, [0, 0], layer.groups,
+                    [input_grad, True, False]))
+            else:
+                kernels.append(partial(torch.mm, inputs, weight.t()))
+                kernels.append(partial(torch.mm, grad.t(), inputs))
+                if input_grad:
+                    kernels.append(partial(torch.mm, grad, weight))
         calls = max(4, 2048 // batch_size)
         return batch_size / sum(_best_seconds(kernel, calls) for kernel in kernels)
 
