@@ -185,13 +185,45 @@ def test_init_container_template_is_mounted_and_passed(helm):
     assert template_path == f"{mount['mountPath']}/initContainer.yaml"
     (init,) = init_container_template(docs, {"InitContainerImage": "mirror.local/library/alpine:3.21", "MaxTries": "7", "MasterAddr": "j-master-0"})
     assert init["name"] == "init-pytorch" and init["image"] == "mirror.local/library/alpine:3.21"
-    assert "seq 7" in init["command"][-1] and "nslookup j-master-0" in init["command"][-1]
+    assert "seq 7" in init["command"][-1] and "getent hosts j-master-0" in init["command"][-1]
+    # busybox nslookup (Alpine >= 3.11) exits 1 whenever any search domain says NXDOMAIN, which a
+    # short in-cluster name always gets: workers would never leave init (kubeflow/pytorch-operator#216).
+    assert "nslookup" not in init["command"][-1]
+
+
+def run_wait_loop(helm: Helm, tmp_path, answers_after: int | None, max_tries: int = 3) -> tuple[int, list[str]]:
+    """Run the rendered init command with stub `getent` and `sleep` on PATH; return (exit code, getent calls)."""
+    (init,) = init_container_template(render(helm), {"InitContainerImage": "alpine", "MaxTries": str(max_tries), "MasterAddr": "j-master-0"})
+    assert init["command"][:2] == ["sh", "-c"]
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    calls = tmp_path / "calls"
+    answer = f'[ "$(wc -l < {calls})" -ge {answers_after} ] && {{ echo "10.96.0.5 $2"; exit 0; }}' if answers_after else ""
+    (stubs / "getent").write_text(f'#!/bin/sh\necho "$*" >> {calls}\n{answer}\nexit 2\n')
+    (stubs / "sleep").write_text("#!/bin/sh\nexit 0\n")
+    for stub in stubs.iterdir():
+        stub.chmod(0o755)
+    env = {"PATH": f"{stubs}:/usr/bin:/bin"}
+    result = subprocess.run(["sh", "-c", init["command"][2]], env=env, capture_output=True, text=True, timeout=30, check=False)
+    return result.returncode, calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_init_container_waits_until_the_master_resolves(helm, tmp_path):
+    code, calls = run_wait_loop(helm, tmp_path, answers_after=2)
+    assert code == 0
+    assert calls == ["hosts j-master-0", "hosts j-master-0"], "stops at the first answer"
+
+
+def test_init_container_gives_up_after_max_tries(helm, tmp_path):
+    code, calls = run_wait_loop(helm, tmp_path, answers_after=None, max_tries=3)
+    assert code != 0, "a Worker must fail its init container when the Master never resolves"
+    assert len(calls) == 3
 
 
 def test_leader_election_adds_flag_and_leases_rule(helm):
     without = render(helm)
-    assert not any("leases" in rule["resources"] for role in by_kind(without, "ClusterRole") for rule in role["rules"])
-    assert not by_kind(without, "Role")
+    roles = by_kind(without, "ClusterRole") + by_kind(without, "Role")
+    assert not any("leases" in rule["resources"] for role in roles for rule in role["rules"])
     docs = render(helm, **{"leaderElection.enabled": True, "replicaCount": 2})
     assert "--leader-elect" in flags(docs)
     role = one(docs, "Role")
@@ -217,6 +249,32 @@ def test_namespace_scoped_mode(helm):
     assert resources == {"validatingwebhookconfigurations"}, "cluster-wide rights beyond the webhook configuration"
     webhook = one(docs, "ValidatingWebhookConfiguration")["webhooks"][0]
     assert webhook["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}}
+
+
+@pytest.mark.parametrize("values_file", VARIANTS, ids=VARIANT_IDS)
+def test_secrets_are_granted_only_in_the_release_namespace(helm, values_file):
+    # The cert rotator reads the webhook Secret through a cache limited to the release namespace,
+    # so no mode may grant Secrets cluster-wide.
+    docs = render(helm, values_file)
+    for cluster_role in by_kind(docs, "ClusterRole"):
+        assert not any("secrets" in rule["resources"] for rule in cluster_role["rules"]), cluster_role["metadata"]["name"]
+    secret_name = one(docs, "Secret")["metadata"]["name"]
+    assert flags(docs)["--webhook-secret-name"] == secret_name
+    role = one(docs, "Role")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    secret_rules = [rule for rule in role["rules"] if "secrets" in rule["resources"]]
+    assert secret_rules, "the cert rotator cannot read or update its Secret"
+    by_name = [rule for rule in secret_rules if rule.get("resourceNames")]
+    assert all(rule["resourceNames"] == [secret_name] for rule in by_name)
+    verbs_by_name = {verb for rule in by_name for verb in rule["verbs"]}
+    unnamed_verbs = {verb for rule in secret_rules if not rule.get("resourceNames") for verb in rule["verbs"]}
+    assert verbs_by_name == {"get", "update"}, "only the webhook Secret may be read by name or written"
+    assert unnamed_verbs == {"list", "watch"}, "the cache needs list/watch; nothing else namespace-wide"
+    binding = one(docs, "RoleBinding")
+    assert binding["metadata"]["namespace"] == NAMESPACE
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]}
+    service_account = one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": service_account, "namespace": NAMESPACE}]
 
 
 def test_cluster_mode_rules_cover_only_pytorchjobs(helm):
@@ -327,6 +385,10 @@ REFUSED_VALUES = [
     ({"unknownKey": 1}, "unknownKey"),
     ({"crds.install": True}, "install"),
     ({"initContainer.image.name": "x"}, "name"),
+    ({"fullnameOverride": "Training_Operator"}, "fullnameOverride"),
+    ({"nameOverride": "-operator"}, "nameOverride"),
+    ({"podSecurityContext.runAsUsr": 1000}, "runAsUsr"),
+    ({"securityContext.readOnlyRootFilesytem": True}, "readOnlyRootFilesytem"),
 ]
 
 
@@ -348,6 +410,40 @@ def test_schema_refuses_bad_values_naming_the_key(helm, set_values, key):
     error = template_error(helm, **set_values)
     # Helm 3 reports "a.b: …", Helm 4 "at '/a/b': …"; unknown keys appear by name in both.
     assert key in error or "/" + key.replace(".", "/") in error, error
+
+
+def test_security_contexts_accept_kubernetes_fields(helm):
+    pod = one(render(helm, **{"podSecurityContext.fsGroup": 65532, "securityContext.privileged": False}), "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["fsGroup"] == 65532
+    assert pod["containers"][0]["securityContext"]["privileged"] is False
+
+
+def test_renders_with_helm_global_values(helm):
+    # Helm hands every subchart a `global` map; a closed root schema without it breaks umbrella charts.
+    assert one(render(helm, **{"global.foo": "bar"}), "Deployment")
+
+
+def test_renders_as_a_subchart(helm, tmp_path):
+    parent = tmp_path / "umbrella"
+    (parent / "charts").mkdir(parents=True)
+    (parent / "Chart.yaml").write_text("apiVersion: v2\nname: umbrella\nversion: 0.1.0\n")
+    shutil.copytree(CHART, parent / "charts" / "training-operator")
+    docs = helm.render(parent, release=RELEASE, namespace=NAMESPACE, set_values={"global.imageRegistry": "mirror.local"})
+    assert one(docs, "Deployment")["metadata"]["name"] == RELEASE
+
+
+@pytest.mark.parametrize(("set_values", "expected"), [
+    ({"metrics.port": 9443}, "webhook.port and metrics.port are both 9443"),
+    ({"healthPort": 9443}, "webhook.port and healthPort are both 9443"),
+    ({"healthPort": 8080}, "metrics.port and healthPort are both 8080"),
+], ids=["metrics=webhook", "health=webhook", "health=metrics"])
+def test_port_guards_name_the_values(helm, set_values, expected):
+    assert expected in template_error(helm, **set_values)
+
+
+def test_distinct_ports_are_rendered(helm):
+    ports = {p["name"]: p["containerPort"] for p in operator_container(render(helm, **{"webhook.port": 10443, "metrics.port": 9090}))["ports"]}
+    assert ports == {"metrics": 9090, "webhook": 10443, "health": 8081}
 
 
 # --- chart-testing config ------------------------------------------------------------------------

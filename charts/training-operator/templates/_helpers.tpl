@@ -100,11 +100,20 @@ helm.sh/resource-policy: keep
 {{- if gt (len (include "training-operator.webhookSecretName" .)) 63 }}
 {{- fail "the webhook Secret name exceeds 63 characters: shorten the release name or set fullnameOverride" }}
 {{- end }}
+{{- $ports := list (list "webhook.port" .Values.webhook.port) (list "metrics.port" .Values.metrics.port) (list "healthPort" .Values.healthPort) }}
+{{- range $i, $a := $ports }}
+{{- range $b := slice $ports (add1 $i) }}
+{{- if eq (int (index $a 1)) (int (index $b 1)) }}
+{{- fail (printf "%s and %s are both %d: the operator's servers cannot share a port; give each its own" (index $a 0) (index $b 0) (int (index $a 1))) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/*
 RBAC rules the operator needs on namespaced resources, for PyTorchJob only (no other job kinds,
-no wildcards). Used by the ClusterRole, or by the Role in namespace-scoped mode.
+no wildcards). Used by the ClusterRole, or by the Role in namespace-scoped mode. Secrets are not
+here: see training-operator.webhookSecretRules.
 */}}
 {{- define "training-operator.namespacedRules" -}}
 - apiGroups: [""]
@@ -119,10 +128,6 @@ no wildcards). Used by the ClusterRole, or by the Role in namespace-scoped mode.
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create, patch, update]
-# The cert rotator keeps the webhook certificate in this Secret.
-- apiGroups: [""]
-  resources: [secrets]
-  verbs: [get, list, update, watch]
 - apiGroups: [kubeflow.org]
   resources: [pytorchjobs]
   verbs: [delete, get, list, patch, update, watch]
@@ -140,6 +145,21 @@ no wildcards). Used by the ClusterRole, or by the Role in namespace-scoped mode.
 - apiGroups: [scheduling.volcano.sh, scheduling.x-k8s.io]
   resources: [podgroups]
   verbs: [create, delete, get, list, patch, update, watch]
+{{- end }}
+
+{{/*
+The cert rotator keeps the webhook certificate in one Secret of the release namespace, read through
+its own cache limited to that namespace, so these rules go in the Role in every mode, never in the
+ClusterRole. list/watch (the cache) cannot be limited by name; get/update are.
+*/}}
+{{- define "training-operator.webhookSecretRules" -}}
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [list, watch]
+- apiGroups: [""]
+  resources: [secrets]
+  resourceNames: [{{ include "training-operator.webhookSecretName" . }}]
+  verbs: [get, update]
 {{- end }}
 
 {{/* The webhook configuration is cluster-scoped; its name is fixed in the operator binary. */}}
