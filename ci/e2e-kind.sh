@@ -148,8 +148,10 @@ done < <(chart_images "$operator_release" "$operator_chart" -n "$operator_namesp
 
 step "install the training-operator"
 restricted_namespace "$operator_namespace"
+# crds.keep=true, the chart's default (kind-values.yaml turns it off for chart-testing's reinstalls):
+# the uninstall below checks that the kept CRD is all that remains.
 helm install "$operator_release" "$operator_chart" -n "$operator_namespace" --create-namespace \
-  -f "$operator_values" --wait --timeout 5m
+  -f "$operator_values" --set crds.keep=true --wait --timeout 5m
 kubectl get crd pytorchjobs.kubeflow.org -o name
 wait_until 120 "the operator to inject the webhook CA bundle" bash -c \
   "[[ -n \$(\"$KUBECTL\" --context kind-$cluster get validatingwebhookconfiguration $webhook_configuration \
@@ -195,7 +197,7 @@ step "uninstall and check for leftovers"
 # persistence.keep (default true) keeps the claim with the trained model; nothing else may remain.
 uninstall_leaving_only "$workload_release" "$workload_namespace" "training.kubeflow.org/job-name=$job" \
   "persistentvolumeclaim/$workload_release-storage"
-# crds.keep (default true) keeps the CRD, so uninstalling the operator never deletes users' jobs.
+# crds.keep keeps the CRD, so uninstalling the operator never deletes users' jobs; then delete it here.
 uninstall_leaving_only "$operator_release" "$operator_namespace" "app.kubernetes.io/instance=$operator_release" \
   "customresourcedefinition.apiextensions.k8s.io/pytorchjobs.kubeflow.org"
 kubectl delete namespace "$workload_namespace" "$operator_namespace" --wait --timeout 2m

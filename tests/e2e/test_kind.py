@@ -111,6 +111,19 @@ def test_the_job_is_named_after_the_release(helm):
     assert claims[0]["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
 
 
+def test_the_operator_uninstall_leaves_the_crd_the_script_expects(helm):
+    """The operator is installed with crds.keep=true, so its uninstall leaves exactly the CRD."""
+    install = re.search(r'^helm install "\$operator_release".*?--wait', SCRIPT_TEXT, re.M | re.S).group(0)
+    assert "--set crds.keep=true" in install
+    docs = helm.render(REPO / "charts" / "training-operator", release=script_setting("operator_release"),
+                       namespace=script_setting("operator_namespace"),
+                       values_files=(script_setting("operator_values"),), set_values={"crds.keep": True})
+    kept = [f"{d['kind']}/{d['metadata']['name']}" for d in docs
+            if d["metadata"].get("annotations", {}).get("helm.sh/resource-policy") == "keep"]
+    assert kept == ["CustomResourceDefinition/pytorchjobs.kubeflow.org"]
+    assert '"customresourcedefinition.apiextensions.k8s.io/pytorchjobs.kubeflow.org"' in SCRIPT_TEXT
+
+
 def test_ci_workflow_runs_make_test_and_the_kind_e2e():
     text = (REPO / ".github" / "workflows" / "ci.yaml").read_text()
     lint = yamllint_config.YamlLintConfig("{extends: default, rules: {document-start: disable, line-length: {max: 120}, truthy: {check-keys: false}}}")
