@@ -194,6 +194,7 @@ def render_application(helm, name: str) -> list[dict]:
     return helm.render(
         REPO / source["path"],
         values_files=tuple(REPO / source["path"] / f for f in helm_source.get("valueFiles", [])),
+        set_values={p["name"]: p["value"] for p in helm_source.get("parameters", [])},
         release=helm_source.get("releaseName", name),
         namespace=app["spec"]["destination"]["namespace"],
     )
@@ -219,6 +220,11 @@ def test_ignore_differences_match_what_the_operator_chart_renders(helm):
 def test_the_workload_application_renders_a_pytorchjob(helm):
     jobs = by_kind(render_application(helm, "pytorchjob-mnist"), "PyTorchJob")
     assert len(jobs) == 1
+    images = {c["image"] for spec in jobs[0]["spec"]["pytorchReplicaSpecs"].values()
+              for c in spec["template"]["spec"]["containers"]}
+    assert {image.rsplit(":", 1)[0] for image in images} == {"registry.example.com/ml/trainer"}, (
+        "the Application's image.repository parameter reaches every replica"
+    )
     # The app's comment promises that a values change in Git recreates (re-runs) the finished job.
     sync_options = jobs[0]["metadata"]["annotations"]["argocd.argoproj.io/sync-options"].split(",")
     assert {"Replace=true", "Force=true", "SkipDryRunOnMissingResource=true"} <= set(sync_options)
