@@ -252,6 +252,18 @@ def test_command_and_args_replace_the_generated_ones(rendered):
     assert names.index("NCCL_DEBUG") > names.index("XDG_CACHE_HOME"), "user env comes after the chart's"
 
 
+def test_user_env_replaces_the_charts_entry_of_the_same_name(helm):
+    """env is a keyed list: a duplicate name would make the API server refuse the job."""
+    docs = helm.render(CHART, set_values={"env[0].name": "TORCH_HOME", "env[0].value": "/models/torch",
+                                          "env[1].name": "NCCL_DEBUG", "env[1].value": "INFO"})
+    for replica in ("Master", "Worker"):
+        env = trainer_container(docs, replica)["env"]
+        names = [e["name"] for e in env]
+        assert len(names) == len(set(names)), names
+        assert names == ["XDG_CACHE_HOME", "TORCH_HOME", "NCCL_DEBUG"]
+        assert {e["name"]: e["value"] for e in env}["TORCH_HOME"] == "/models/torch"
+
+
 # --- storage: per-release directories and the three ways of the seeds ---------------------------
 
 def run_dirs(docs: list[dict]) -> dict[str, str]:
@@ -325,6 +337,80 @@ def test_persistence_disabled_uses_an_empty_dir_and_skips_the_test_pod(rendered)
 def test_keep_false_lets_helm_delete_the_claim(helm, tmp_path):
     pvc = one(render_with(helm, {"persistence": {"keep": False}}, tmp_path), "PersistentVolumeClaim")
     assert "annotations" not in pvc["metadata"]
+
+
+def volume_pods(docs: list[dict]) -> dict[str, dict]:
+    """Pod templates of every pod that mounts the chart's volume, by role."""
+    pods = {replica: spec["template"] for replica, spec in replica_specs(docs).items()}
+    pods.update({f"Deployment/{d['metadata']['name']}": d["spec"]["template"] for d in by_kind(docs, "Deployment")})
+    pods.update({f"Pod/{d['metadata']['name']}": d for d in by_kind(docs, "Pod")})
+    return pods
+
+
+def same_node_terms(template: dict) -> list[dict]:
+    required = template["spec"].get("affinity", {}).get("podAffinity", {})
+    return [t for t in required.get("requiredDuringSchedulingIgnoredDuringExecution", [])
+            if t["topologyKey"] == "kubernetes.io/hostname"]
+
+
+def selects(term: dict, labels: dict) -> bool:
+    selector = term["labelSelector"]
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    for expression in selector.get("matchExpressions", []):
+        assert expression["operator"] == "In", expression
+        if labels.get(expression["key"]) not in expression["values"]:
+            return False
+    return True
+
+
+def test_read_write_once_volume_keeps_all_its_pods_on_one_node(helm, tmp_path):
+    """A ReadWriteOnce volume attaches to one node: every pod that mounts it (Master, Worker,
+    TensorBoard, test) needs a required podAffinity that selects all the others."""
+    docs = render_with(helm, {"workers": 2, "tensorboard": {"enabled": True}}, tmp_path)
+    pods = volume_pods(docs)
+    assert set(pods) == {"Master", "Worker", "Deployment/mnist-tensorboard", "Pod/mnist-check-run"}
+    for name, template in pods.items():
+        assert any(v.get("persistentVolumeClaim", {}).get("claimName") == "mnist-storage"
+                   for v in template["spec"]["volumes"]), f"{name} does not mount the claim"
+        terms = same_node_terms(template)
+        assert len(terms) == 1, f"{name}: {template['spec'].get('affinity')}"
+        for other, other_template in pods.items():
+            assert selects(terms[0], other_template["metadata"]["labels"]), f"{name} is not kept with {other}"
+    other_release = volume_pods(helm.render(CHART, release="other"))["Master"]["metadata"]["labels"]
+    assert not selects(same_node_terms(pods["Master"])[0], other_release), "another release's pods are not selected"
+
+
+@pytest.mark.parametrize("values, single_node", [
+    ({}, True),
+    ({"persistence": {"create": {"accessModes": ["ReadWriteMany"]}}}, False),
+    ({"persistence": {"create": {"accessModes": ["ReadWriteMany"]}, "singleNode": True}}, True),
+    ({"persistence": {"existingClaim": "data"}}, True),
+    ({"persistence": {"existingClaim": "data", "singleNode": False}}, False),
+    ({"persistence": {"hostPath": {"path": "/srv/mnist"}}}, True),
+    ({"persistence": {"enabled": False}}, False),
+])
+def test_pods_are_kept_on_one_node_only_for_a_single_node_volume(helm, tmp_path, values, single_node):
+    docs = render_with(helm, values, tmp_path)
+    for name, template in volume_pods(docs).items():
+        assert bool(same_node_terms(template)) is single_node, f"{name} with {values}"
+        if not single_node:
+            assert "affinity" not in template["spec"], name
+
+
+def test_same_node_affinity_is_merged_into_the_users_affinity(helm, tmp_path):
+    user_term = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "topology.kubernetes.io/zone"}
+    node_affinity = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}
+    docs = render_with(helm, {"tensorboard": {"enabled": True}, "affinity": {
+        "nodeAffinity": node_affinity,
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [user_term]}}}, tmp_path)
+    for name, template in volume_pods(docs).items():
+        affinity = template["spec"]["affinity"]
+        assert affinity["nodeAffinity"] == node_affinity, name
+        required = affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert required[0] == user_term and len(required) == 2, name
+        assert required[1]["topologyKey"] == "kubernetes.io/hostname", name
 
 
 # --- pod: shm, scratch dirs, GPUs, placement ---------------------------------------------------------
@@ -482,8 +568,38 @@ def test_notes_tell_the_user_what_to_run(helm):
     notes = result.stdout.split("NOTES:", 1)[1]
     for command in ("kubectl get pytorchjobs mnist -n ml", "kubectl logs -f mnist-master-0 -n ml",
                     "kubectl wait pytorchjob/mnist -n ml --for=condition=Succeeded",
-                    "helm test mnist -n ml", "kubectl port-forward -n ml svc/mnist-tensorboard 6006:6006"):
+                    "helm test mnist -n ml --logs --timeout 1860s",
+                    "kubectl port-forward -n ml svc/mnist-tensorboard 6006:6006",
+                    "kubectl delete pvc mnist-storage -n ml"):
         assert command in notes, command
+    assert "kubectl delete pv " not in notes, "a new claim's volume is the provisioner's to delete"
+    assert "all 2 pods run on one node" in notes and "ReadWriteMany" in notes
+
+
+def notes(helm, *args: str) -> str:
+    if helm.name == "helm3":
+        pytest.skip("Helm 3 needs a reachable cluster to print NOTES (install --dry-run); Helm 4 covers it")
+    result = helm.run("install", "mnist", str(CHART), "--dry-run=client", "--namespace", "ml", *args)
+    return result.stdout.split("NOTES:", 1)[1]
+
+
+def test_notes_helm_test_timeout_outlasts_the_test_pods_wait(helm):
+    """helm test gives up after 5 minutes by default; the test pod waits tests.timeoutSeconds."""
+    text = notes(helm, "--set", "tests.timeoutSeconds=600")
+    assert "helm test mnist -n ml --logs --timeout 660s" in text
+
+
+def test_notes_name_the_kept_host_path_volume_to_delete(helm):
+    """A kept hostPath PersistentVolume turns Released; a reinstall's claim stays Pending until it is deleted."""
+    text = notes(helm, "--set", "persistence.hostPath.path=/srv/mnist")
+    assert "kubectl delete pvc mnist-storage -n ml" in text
+    assert "kubectl delete pv ml-mnist-storage" in text
+
+
+def test_notes_do_not_offer_to_delete_an_existing_claim_or_spread_a_lone_master(helm):
+    text = notes(helm, "--set", "persistence.existingClaim=tutorial", "--set", "workers=0")
+    assert "kubectl delete pvc" not in text, "the chart did not create the user's claim"
+    assert "run on one node" not in text
 
 
 # --- fail guards and schema refusals: each message names the value and the fix ----------------------
@@ -506,6 +622,28 @@ GUARDS = {
     "tensorboard-without-volume": ({"tensorboard": {"enabled": True}, "persistence": {"enabled": False}},
                                    "tensorboard.enabled needs persistence.enabled=true"),
     "name-not-dns-1035": ({"fullnameOverride": "MNIST_run"}, "is not a DNS-1035 label"),
+    "tensorboard-service-name-too-long": (
+        {"fullnameOverride": "a" * 54, "tensorboard": {"enabled": True}},
+        'its TensorBoard Service name "' + "a" * 54 + '-tensorboard" has 66 characters, the limit is 63; '
+        "set fullnameOverride to a name of at most 51 characters"),
+    "elastic-min-above-pods": ({"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True, "minReplicas": 3}},
+                               "elasticPolicy.minReplicas (3) is more than the job's 2 pods (1 Master + workers: 1)"),
+    "elastic-max-below-pods": ({"workers": 3, "torchrun": {"enabled": True},
+                                "elasticPolicy": {"enabled": True, "minReplicas": 2, "maxReplicas": 3}},
+                               "elasticPolicy.maxReplicas (3) is less than the job's 4 pods (1 Master + workers: 3)"),
+    "gpu-in-resource-limits": ({"resources": {"limits": {"nvidia.com/gpu": 1}}},
+                               "resources.limits has nvidia.com/gpu; GPUs come from the gpu value"),
+    "gpu-in-resource-requests": ({"gpu": 1, "resources": {"requests": {"nvidia.com/gpu": 1}}},
+                                 "remove nvidia.com/gpu from resources and set gpu to the GPUs per replica"),
+    "suspend-with-kueue": ({"kueue": {"queueName": "team-a"}, "runPolicy": {"suspend": True}},
+                           'runPolicy.suspend=true with kueue.queueName "team-a": Kueue owns runPolicy.suspend'),
+    "mount-path-on-tmp": ({"persistence": {"mountPath": "/tmp"}},
+                          'persistence.mountPath "/tmp" is also the mount path of the chart\'s /tmp emptyDir, and a '
+                          "container cannot mount two volumes at one path; set persistence.mountPath to another directory"),
+    "mount-path-on-shm": ({"persistence": {"mountPath": "/dev/shm/"}},
+                          'persistence.mountPath "/dev/shm" is also the mount path of the /dev/shm emptyDir'),
+    "cache-on-volume": ({"scratch": {"cachePath": "/mnt/pytorchjob-mnist"}},
+                        'scratch.cachePath "/mnt/pytorchjob-mnist" is also the mount path of persistence.mountPath'),
     "name-too-long": ({"fullnameOverride": "a" * 56, "workers": 10},
                       'its pod and Service name "' + "a" * 56 + '-worker-9" has 65 characters, the limit is 63; '
                       "set fullnameOverride to a name of at most 54 characters"),
@@ -540,6 +678,11 @@ SCHEMA_REFUSALS = {
     "relative-mount-path": ({"persistence": {"mountPath": "data"}}, ["mountPath"]),
     "bad-digest": ({"image": {"digest": "latest"}}, ["digest"]),
     "non-numeric-lr": ({"training": {"lr": "fast"}}, ["lr"]),
+    "zero-lr-string": ({"training": {"lr": "0.0"}}, ["lr"]),
+    "momentum-one": ({"training": {"momentum": 1}}, ["momentum"]),
+    "momentum-one-string": ({"training": {"momentum": "1.0"}}, ["momentum"]),
+    "momentum-above-one": ({"training": {"momentum": 1.5}}, ["momentum"]),
+    "single-node-not-bool": ({"persistence": {"singleNode": "yes"}}, ["singleNode"]),
 }
 
 
@@ -550,3 +693,31 @@ def test_schema_refuses_with_the_field_named(helm, tmp_path, case):
     assert "values don't meet the specifications of the schema" in error
     for field in fields:
         assert field in error, f"{field} not named in: {error}"
+
+
+def test_guards_accept_what_they_do_not_refuse(helm, tmp_path):
+    """The boundaries of the guards above render: the longest TensorBoard name, elastic min/max
+    around the pod count, momentum just below 1, and /dev/shm as a mount path without shm."""
+    accepted = [
+        {"fullnameOverride": "a" * 51, "tensorboard": {"enabled": True}},
+        {"workers": 2, "torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True, "minReplicas": 3, "maxReplicas": 3}},
+        {"workers": 2, "torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True, "minReplicas": 1, "maxReplicas": 8}},
+        {"training": {"momentum": 0.99}},
+        {"training": {"momentum": 0}},
+        {"shm": {"enabled": False}, "persistence": {"mountPath": "/dev/shm"}},
+        {"persistence": {"mountPath": "/tmp/volume"}},
+    ]
+    for values in accepted:
+        docs = render_with(helm, values, tmp_path)
+        assert one(docs, "PyTorchJob"), values
+    args = trainer_container(helm.render(CHART, set_values={"training.momentum": "0.95"}))["args"]
+    assert flag(args, "--momentum") == "0.95", "decimal strings below 1 from --set still pass"
+
+
+def test_kueue_queue_leaves_suspend_to_kueue(rendered):
+    """Kueue suspends a queued job and resumes it on admission; a rendered `suspend: false` would
+    be reverted by Argo CD self-heal or helm upgrade."""
+    run_policy = one(rendered["gang-scheduling-kueue"], "PyTorchJob")["spec"]["runPolicy"]
+    assert "suspend" not in run_policy
+    assert run_policy["backoffLimit"] == 3, "the rest of runPolicy is still rendered"
+    assert one(rendered["defaults"], "PyTorchJob")["spec"]["runPolicy"]["suspend"] is False

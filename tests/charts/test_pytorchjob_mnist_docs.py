@@ -71,3 +71,34 @@ def test_schema_and_values_declare_the_same_keys():
         parts = leaf.split(".")
         values_keys |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
     assert chart_owned <= values_keys, f"schema keys with no value: {sorted(chart_owned - values_keys)}"
+
+
+def quick_start() -> str:
+    return (CHART / "README.md").read_text().split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_quick_start_builds_and_uses_the_image_the_makefile_pushes():
+    """No registry publishes the default image: the Quick start pushes it with the Makefile and
+    points image.repository at it."""
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(r"^image:", makefile, re.MULTILINE) and re.search(r"^push:", makefile, re.MULTILINE)
+    image_name = re.search(r"^IMAGE_NAME \?= (\S+)$", makefile, re.MULTILINE).group(1)
+    assert re.search(r"^IMG \?= \$\(REGISTRY\)/\$\(IMAGE_NAME\):", makefile, re.MULTILINE)
+    text = quick_start()
+    assert "make image push REGISTRY=<your registry>" in text
+    assert f"--set image.repository=<your registry>/{image_name}" in text
+    assert text.index("make image push") < text.index("helm install mnist")
+
+
+def test_quick_start_helm_test_outlasts_the_test_pods_wait():
+    timeout = yaml.safe_load((CHART / "values.yaml").read_text())["tests"]["timeoutSeconds"]
+    assert f"helm test mnist -n ml --logs --timeout {timeout + 60}s" in quick_start()
+
+
+def test_readme_does_not_promise_what_nothing_does():
+    readme = (CHART / "README.md").read_text()
+    assert "makes the scheduler keep" not in readme and "scheduled next to" not in readme
+    assert "podAffinity" in readme and "Multi-Attach" in readme, "the README explains the RWO co-location"
+    assert "chart-testing installs" not in readme, "nothing in the repository runs `ct install`"
+    values = (CHART / "values.yaml").read_text()
+    assert "makes the scheduler keep" not in values and "scheduled next to" not in values

@@ -60,6 +60,42 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default (printf "%s-storage" (include "pytorchjob-mnist.fullname" .)) .Values.persistence.existingClaim }}
 {{- end }}
 
+{{/*
+"true" when every pod that mounts the volume must run on one node: persistence.singleNode, else
+auto: a hostPath volume (one node's directory), an existing claim (its access modes are unknown)
+or a new claim without ReadWriteMany. A ReadWriteOnce volume attaches to one node only, and the
+scheduler does not co-locate its users by itself: a pod on another node fails with Multi-Attach.
+*/}}
+{{- define "pytorchjob-mnist.singleNode" -}}
+{{- $p := .Values.persistence }}
+{{- if not $p.enabled }}
+{{- else if not (kindIs "invalid" $p.singleNode) }}{{ if $p.singleNode }}true{{ end }}
+{{- else if or $p.existingClaim $p.hostPath.path (not (has "ReadWriteMany" $p.create.accessModes)) }}true
+{{- end }}
+{{- end }}
+
+{{/*
+Affinity of a pod that mounts the volume: the user's affinity, plus, for a single-node volume, a
+required podAffinity to the release's other running pods that mount it (trainer, TensorBoard,
+test). The scheduler lets the first of them go anywhere (it matches its own term) and ignores
+finished pods, so a helm test after the job Succeeded is not pinned to a node nobody uses.
+*/}}
+{{- define "pytorchjob-mnist.affinity" -}}
+{{- $affinity := deepCopy (default dict .Values.affinity) }}
+{{- if include "pytorchjob-mnist.singleNode" . }}
+{{- $term := dict
+  "topologyKey" "kubernetes.io/hostname"
+  "labelSelector" (dict
+    "matchLabels" (include "pytorchjob-mnist.selectorLabels" . | fromYaml)
+    "matchExpressions" (list (dict "key" "app.kubernetes.io/component" "operator" "In" "values" (list "trainer" "tensorboard" "test")))) }}
+{{- $podAffinity := default dict $affinity.podAffinity }}
+{{- $required := default list $podAffinity.requiredDuringSchedulingIgnoredDuringExecution }}
+{{- $_ := set $podAffinity "requiredDuringSchedulingIgnoredDuringExecution" (append $required $term) }}
+{{- $_ = set $affinity "podAffinity" $podAffinity }}
+{{- end }}
+{{- with $affinity }}{{ toYaml . }}{{ end }}
+{{- end }}
+
 {{/* Cluster-scoped, so the namespace is part of the name. */}}
 {{- define "pytorchjob-mnist.hostPathVolumeName" -}}
 {{- printf "%s-%s-storage" .Release.Namespace (include "pytorchjob-mnist.fullname" .) }}
@@ -157,9 +193,9 @@ spec:
   tolerations:
     {{- toYaml . | nindent 4 }}
   {{- end }}
-  {{- with .Values.affinity }}
+  {{- with include "pytorchjob-mnist.affinity" . }}
   affinity:
-    {{- toYaml . | nindent 4 }}
+    {{- . | nindent 4 }}
   {{- end }}
   containers:
     - name: pytorch
@@ -180,15 +216,21 @@ spec:
       {{- with .Values.workingDir }}
       workingDir: {{ . }}
       {{- end }}
+      {{- /* Caches go to the writable emptyDir; an `env` entry of the same name replaces the chart's
+      (env is a keyed list: the API server refuses duplicates). The operator appends MASTER_*,
+      WORLD_SIZE, RANK and PET_*. */}}
+      {{- $userEnv := list }}
+      {{- range .Values.env }}{{ $userEnv = append $userEnv .name }}{{ end }}
+      {{- $chartEnv := list
+        (dict "name" "XDG_CACHE_HOME" "value" .Values.scratch.cachePath)
+        (dict "name" "TORCH_HOME" "value" (printf "%s/torch" .Values.scratch.cachePath)) }}
+      {{- $env := list }}
+      {{- range $chartEnv }}{{ if not (has .name $userEnv) }}{{ $env = append $env . }}{{ end }}{{ end }}
+      {{- $env = concat $env (default list .Values.env) }}
+      {{- with $env }}
       env:
-        # Caches go to the writable emptyDir; the operator appends MASTER_*/WORLD_SIZE/RANK/PET_*.
-        - name: XDG_CACHE_HOME
-          value: {{ .Values.scratch.cachePath | quote }}
-        - name: TORCH_HOME
-          value: {{ printf "%s/torch" .Values.scratch.cachePath | quote }}
-        {{- with .Values.env }}
         {{- toYaml . | nindent 8 }}
-        {{- end }}
+      {{- end }}
       ports:
         - name: pytorchjob-port
           containerPort: 23456

@@ -11,9 +11,16 @@ Included once, from pytorchjob.yaml.
 {{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) }}
 {{- fail (printf "job name %q (the release name, or fullnameOverride) is not a DNS-1035 label: use lowercase letters, digits and '-', starting with a letter and ending with a letter or digit; set fullnameOverride to such a name" $name) }}
 {{- end }}
-{{- $longestPod := ternary (printf "%s-worker-%d" $name (sub $workers 1)) (printf "%s-master-0" $name) (gt $workers 0) }}
-{{- if gt (len $longestPod) 63 }}
-{{- fail (printf "job name %q is too long: its pod and Service name %q has %d characters, the limit is 63; set fullnameOverride to a name of at most %d characters" $name $longestPod (len $longestPod) (sub 63 (sub (len $longestPod) (len $name)))) }}
+{{- /* Names that must be DNS-1035 labels (at most 63 characters): [what, name]. */}}
+{{- $labels := list (list "pod and Service name" (ternary (printf "%s-worker-%d" $name (sub $workers 1)) (printf "%s-master-0" $name) (gt $workers 0))) }}
+{{- if .Values.tensorboard.enabled }}
+{{- $labels = append $labels (list "TensorBoard Service name" (printf "%s-tensorboard" $name)) }}
+{{- end }}
+{{- range $labels }}
+{{- $long := index . 1 }}
+{{- if gt (len $long) 63 }}
+{{- fail (printf "job name %q is too long: its %s %q has %d characters, the limit is 63; set fullnameOverride to a name of at most %d characters" $name (index . 0) $long (len $long) (sub 63 (sub (len $long) (len $name)))) }}
+{{- end }}
 {{- end }}
 {{- if and (eq $backend "nccl") (eq $gpu 0) }}
 {{- fail "backend: nccl needs GPUs but gpu is 0; set gpu to the GPUs per replica, or backend to gloo (or auto)" }}
@@ -44,6 +51,38 @@ Included once, from pytorchjob.yaml.
 {{- if and (not (kindIs "invalid" $min)) (not (kindIs "invalid" $max)) (gt (int $min) (int $max)) }}
 {{- fail (printf "elasticPolicy.minReplicas (%d) is greater than elasticPolicy.maxReplicas (%d); lower minReplicas or raise maxReplicas" (int $min) (int $max)) }}
 {{- end }}
+{{- $nodes := add1 $workers }}
+{{- if and (not (kindIs "invalid" $min)) (gt (int $min) $nodes) }}
+{{- fail (printf "elasticPolicy.minReplicas (%d) is more than the job's %d pods (1 Master + workers: %d), so the rendezvous never completes; set minReplicas to at most %d, or raise workers" (int $min) $nodes $workers $nodes) }}
+{{- end }}
+{{- if and (not (kindIs "invalid" $max)) (lt (int $max) $nodes) }}
+{{- fail (printf "elasticPolicy.maxReplicas (%d) is less than the job's %d pods (1 Master + workers: %d), so some pods can never join the rendezvous; set maxReplicas to at least %d, or lower workers" (int $max) $nodes $workers $nodes) }}
+{{- end }}
+{{- end }}
+{{- range $field := list "requests" "limits" }}
+{{- if hasKey (default dict (index (default dict $.Values.resources) $field)) "nvidia.com/gpu" }}
+{{- fail (printf "resources.%s has nvidia.com/gpu; GPUs come from the gpu value (it sets the limit, and Kubernetes requires GPU requests to equal limits): remove nvidia.com/gpu from resources and set gpu to the GPUs per replica" $field) }}
+{{- end }}
+{{- end }}
+{{- $kueue := .Values.kueue.queueName }}
+{{- if and $kueue .Values.runPolicy.suspend }}
+{{- fail (printf "runPolicy.suspend=true with kueue.queueName %q: Kueue owns runPolicy.suspend (it keeps the job suspended until admitted); leave runPolicy.suspend false, or clear kueue.queueName to suspend the job yourself" $kueue) }}
+{{- end }}
+{{- /* The trainer's mounts: volumeMounts is keyed by mountPath and the API server refuses duplicates.
+Fixed paths come first, so a collision always names a value that can move. */}}
+{{- $mounts := list (list "the chart's /tmp emptyDir" "/tmp") }}
+{{- if .Values.shm.enabled }}
+{{- $mounts = append $mounts (list "the /dev/shm emptyDir (shm.enabled)" "/dev/shm") }}
+{{- end }}
+{{- $mounts = concat $mounts (list (list "persistence.mountPath" .Values.persistence.mountPath) (list "scratch.cachePath" .Values.scratch.cachePath)) }}
+{{- $seen := dict }}
+{{- range $mounts }}
+{{- $value := index . 0 }}
+{{- $path := trimSuffix "/" (index . 1) }}
+{{- with get $seen $path }}
+{{- fail (printf "%s %q is also the mount path of %s, and a container cannot mount two volumes at one path; set %s to another directory" $value $path . $value) }}
+{{- end }}
+{{- $_ := set $seen $path $value }}
 {{- end }}
 {{- if and .Values.persistence.existingClaim .Values.persistence.hostPath.path }}
 {{- fail "persistence.existingClaim and persistence.hostPath.path are both set; pick one: the existing claim, or a hostPath volume the chart creates" }}
