@@ -78,8 +78,12 @@ def image() -> Iterator[str]:
                            env={**podman_env(), "IMG": tag}, timeout=1800)
     assert build.returncode == 0, f"image build failed:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}"
     yield tag
+    previous = podman("image", "inspect", "--format", "{{.Id}}", CACHE_ANCHOR, check=False).stdout.strip()
     podman("tag", tag, CACHE_ANCHOR, check=False)
     podman("untag", tag, tag, check=False)
+    # The anchor's previous build is now untagged: remove it, or every run leaves its layers behind.
+    if previous and previous != podman("image", "inspect", "--format", "{{.Id}}", CACHE_ANCHOR, check=False).stdout.strip():
+        podman("rmi", previous, check=False)
 
 
 def test_dockerfile_refuses_an_unknown_variant(image: str):
