@@ -17,13 +17,13 @@ TORCH_PIN ?= torch==2.14.1 torchvision==0.29.1
 VALUES ?=
 RUN_FLAGS ?=
 
-# Images (kubebuilder conventions). CONTAINER_TOOL=podman works too.
+# Images (kubebuilder conventions). CONTAINER_TOOL: docker when its engine answers, else podman.
 REGISTRY ?= ghcr.io/pytorchjob-mnist
 IMAGE_NAME ?= trainer
 VARIANT ?= cpu
 TAG ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 IMG ?= $(REGISTRY)/$(IMAGE_NAME):$(TAG)-$(VARIANT)
-CONTAINER_TOOL ?= docker
+CONTAINER_TOOL ?= $(shell docker info >/dev/null 2>&1 || ! command -v podman >/dev/null && echo docker || echo podman)
 PLATFORMS ?=
 IMAGE_BUILD_FLAGS ?=
 
@@ -31,7 +31,7 @@ IMAGE_BUILD_FLAGS ?=
 
 .PHONY: help
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*##"} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z0-9_-]+:.*##/ {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z0-9_-]+:.*##/ {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
 run: venv tools ## Run the chart's PyTorchJob on this machine, no cluster (VALUES=file RUN_FLAGS=…)
@@ -47,7 +47,7 @@ bench: venv ## Benchmark the trainer against the seed script's pipeline (prints 
 
 ##@ Setup
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH_PIN)
@@ -73,6 +73,10 @@ crds: venv ## Regenerate the PyTorchJob CRD template from Kubernetes' OpenAPI de
 image: ## Build the trainer image (VARIANT=cpu|cuda, IMG=…, CONTAINER_TOOL=docker|podman, PLATFORMS=…)
 	VARIANT=$(VARIANT) IMG=$(IMG) CONTAINER_TOOL=$(CONTAINER_TOOL) PLATFORMS=$(PLATFORMS) \
 		bash ci/build-image.sh $(IMAGE_BUILD_FLAGS)
+
+.PHONY: image-offline
+image-offline: ## Build the CPU image with rootful podman, no registry needed (docker/README.md)
+	IMG=$(IMG) bash ci/podman/build-offline.sh $(IMAGE_BUILD_FLAGS)
 
 .PHONY: push
 push: ## Push the image `make image` built (same VARIANT/IMG)
