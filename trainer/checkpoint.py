@@ -3,15 +3,33 @@ from __future__ import annotations
 
 import re
 import warnings
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
 
-from trainer.fileio import atomic_write
+from trainer.fileio import atomic_write, remove_partial_writes
 
-FORMAT_VERSION = 1
-REQUIRED_KEYS = frozenset({"format", "settings", "model", "optimizer", "epoch", "batch", "step", "rng"})
+FORMAT_VERSION = 2  # 2: `consumed` (samples of the epoch, all ranks) replaced the per-rank `batch`
 _NAME = re.compile(r"^checkpoint-(\d+)\.pt$")
+
+
+@dataclass
+class Progress:
+    """Where training stands; all of it goes into checkpoints."""
+
+    epoch: int = 1  # next epoch to run (1-based)
+    # Samples of the epoch's permutation trained on by all ranks together. Ranks interleave, so
+    # these are a prefix of it, and a run at any world size can shard the rest.
+    consumed: int = 0
+    step: int = 0  # optimizer steps taken
+    train_images: int = 0  # images trained on by all ranks together
+    train_seconds: float = 0.0
+    history: list[dict] = field(default_factory=list)  # one evaluation per finished epoch
+
+
+PROGRESS_KEYS = tuple(f.name for f in fields(Progress))
+REQUIRED_KEYS = frozenset({"format", "settings", "model", "optimizer", "world_size", "rng", *PROGRESS_KEYS})
 
 
 class CheckpointStore:
@@ -29,6 +47,10 @@ class CheckpointStore:
             if match:
                 found.append((int(match.group(1)), path))
         return [path for _, path in sorted(found, reverse=True)]
+
+    def remove_partial_writes(self) -> list[Path]:
+        """Delete temp files of saves cut short by a SIGKILL; only the (one) writer may call this."""
+        return remove_partial_writes(self.directory, "checkpoint-*.pt")
 
     def save(self, state: dict, step: int) -> Path:
         path = atomic_write(
@@ -48,6 +70,8 @@ class CheckpointStore:
             except Exception as error:  # noqa: BLE001 - any unreadable file is skipped alike
                 warnings.warn(f"skipping unreadable checkpoint {path}: {error}", stacklevel=2)
                 continue
+            if isinstance(state, dict) and state.get("format") == 1 and _FORMAT_1_KEYS <= set(state):
+                state = _from_format_1(state)
             missing = REQUIRED_KEYS - set(state) if isinstance(state, dict) else REQUIRED_KEYS
             if missing or state.get("format") != FORMAT_VERSION:
                 warnings.warn(
@@ -58,3 +82,21 @@ class CheckpointStore:
                 continue
             return path, state
         return None, None
+
+
+_FORMAT_1_KEYS = REQUIRED_KEYS - {"consumed"} | {"batch"}
+
+
+def _from_format_1(state: dict) -> dict:
+    """A format-1 checkpoint as format 2, so runs that wrote one still resume from it.
+
+    Format 1 stored `batch`, the next batch within one rank's shard of the epoch; every batch
+    before the last is full, and the ranks interleave, so all ranks together consumed that many
+    batches' worth of the permutation's prefix.
+    """
+    settings, world_size = dict(state["settings"]), state["world_size"]
+    per_rank = min(state["batch"] * settings["batch_size"], settings["train_samples"] // world_size)
+    if settings["lr_schedule"] != "constant":  # its length depends on the world size
+        settings["world_size"] = world_size
+    upgraded = {key: value for key, value in state.items() if key != "batch"}
+    return {**upgraded, "format": FORMAT_VERSION, "settings": settings, "consumed": per_rank * world_size}

@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     seed.add_argument("--dir", "--log-dir", dest="log_dir", default="logs", metavar="DIR",
                       help="TensorBoard event directory (default: logs; '' disables TensorBoard)")
     seed.add_argument("--backend", choices=BACKENDS, default="auto",
-                      help="process-group backend; auto picks nccl with CUDA, else gloo (default: auto)")
+                      help="process-group backend; auto picks nccl with CUDA, else gloo. The seed "
+                           "script's default is gloo; this one's is auto (default: auto)")
 
     data = p.add_argument_group("data")
     data.add_argument("--dataset", choices=datasets.DATASETS, default="fashion-mnist",
@@ -107,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="torch.compile the model (needs a C++ compiler on CPU; pays off on long GPU runs)")
     opt.add_argument("--threads", type=_non_negative_int, default=0, metavar="N",
                      help="CPU threads per process; 0 = OMP_NUM_THREADS, else the cgroup CPU quota "
-                          "divided by local processes (default: 0)")
+                          "divided by local processes. torchrun sets OMP_NUM_THREADS=1 for several "
+                          "processes per node, so there a 1 is ignored: use --threads 1 (default: 0)")
     opt.add_argument("--pg-timeout", type=_positive_float, default=300.0, metavar="SECONDS",
                      help="process-group timeout: a dead peer fails the job after this long (default: 300)")
     return p
@@ -194,6 +196,8 @@ def run(args: argparse.Namespace) -> dict:
         torch.manual_seed(args.seed)  # identical initial weights on every rank
         net = Net().to(ctx.device, memory_format=MEMORY_FORMAT)
         store = CheckpointStore(args.checkpoint_dir, args.keep_checkpoints) if args.checkpoint_dir else None
+        if store is not None and ctx.is_main:  # rank 0 writes every checkpoint, and none is under way
+            store.remove_partial_writes()
         trainer = Trainer(net, data, ctx, train_config(args), reporter, store)
         trainer.resume()
         result = trainer.fit()

@@ -146,15 +146,20 @@ def _as_float_images(images: torch.Tensor) -> torch.Tensor:
     return images.float().contiguous()
 
 
-def epoch_shard(num_samples: int, seed: int, epoch: int, rank: int, world_size: int) -> torch.Tensor:
-    """This rank's sample indices for `epoch`.
+def epoch_shard(
+    num_samples: int, seed: int, epoch: int, rank: int, world_size: int, start: int = 0
+) -> torch.Tensor:
+    """This rank's sample indices for `epoch`, from position `start` of the epoch's order on.
 
     All ranks draw the same permutation (seeded with seed + epoch, so the order changes every
-    epoch) and take every world_size-th entry. The remainder (< world_size samples) is dropped
-    so every rank runs the same number of steps, which DDP's collectives require.
+    epoch) and take every world_size-th entry of order[start:]. Interleaved like this, k samples
+    per rank are together exactly order[start : start + k * world_size], so a resumed run passes
+    the samples consumed so far as `start` and shards the rest over its own world size. The
+    remainder (< world_size samples) is dropped so every rank runs the same number of steps,
+    which DDP's collectives require.
     """
-    order = torch.randperm(num_samples, generator=torch.Generator().manual_seed(seed + epoch))
-    per_rank = num_samples // world_size
+    order = torch.randperm(num_samples, generator=torch.Generator().manual_seed(seed + epoch))[start:]
+    per_rank = len(order) // world_size
     return order[rank : per_rank * world_size : world_size]
 
 

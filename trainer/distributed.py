@@ -15,7 +15,14 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-BACKENDS = ("auto", "gloo", "nccl")
+BACKENDS = ("auto", "gloo", "nccl", "mpi")
+
+
+# The fix for a bad rank variable, which the user rarely sets directly.
+_SET_BY_LAUNCHER = (
+    "The training-operator and torchrun set RANK, WORLD_SIZE and LOCAL_* themselves: don't override "
+    "them in the pod spec, and when launching by hand set them consistently for every process."
+)
 
 
 class LaunchError(RuntimeError):
@@ -75,7 +82,7 @@ def read_launch_env(env: dict[str, str] | None = None) -> LaunchEnv:
     world_size = _int_var(env, "WORLD_SIZE", default=1, minimum=1)
     rank = _int_var(env, "RANK", default=0, minimum=0)
     if rank >= world_size:
-        raise LaunchError(f"RANK={rank} must be smaller than WORLD_SIZE={world_size}")
+        raise LaunchError(f"RANK={rank} must be smaller than WORLD_SIZE={world_size}. {_SET_BY_LAUNCHER}")
     under_torchrun = "LOCAL_RANK" in env
     local_rank = _int_var(env, "LOCAL_RANK", default=0, minimum=0)
     local_world_size = _int_var(env, "LOCAL_WORLD_SIZE", default=1, minimum=1)
@@ -103,7 +110,7 @@ def _int_var(env: dict[str, str], name: str, default: int, minimum: int) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise LaunchError(f"{name}={raw!r} is not an integer") from None
+        raise LaunchError(f"{name}={raw!r} is not an integer. {_SET_BY_LAUNCHER}") from None
     if value < minimum:
         raise LaunchError(f"{name}={value} must be at least {minimum}")
     return value
@@ -130,13 +137,21 @@ def init(requested_backend: str, use_cuda: bool, timeout_seconds: float) -> Dist
     else:
         device = torch.device("cpu")
     if launch.world_size > 1:
-        # A short timeout turns a dead peer into a failed (and restartable) pod, not a hang.
-        dist.init_process_group(
-            backend,
-            rank=launch.rank,
-            world_size=launch.world_size,
-            timeout=timedelta(seconds=timeout_seconds),
-        )
+        try:
+            # A short timeout turns a dead peer into a failed (and restartable) pod, not a hang.
+            dist.init_process_group(
+                backend,
+                rank=launch.rank,
+                world_size=launch.world_size,
+                timeout=timedelta(seconds=timeout_seconds),
+            )
+        except RuntimeError as error:
+            if backend != "mpi":
+                raise
+            # Only PyTorch builds compiled against MPI have it; the official wheels do not.
+            raise LaunchError(
+                f"--backend mpi could not start: {error} Use --backend gloo (or auto) instead."
+            ) from error
     return DistContext(
         launch.rank, launch.world_size, launch.local_rank, launch.local_world_size, device, backend
     )

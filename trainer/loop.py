@@ -4,14 +4,14 @@ from __future__ import annotations
 import math
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from trainer.checkpoint import CheckpointStore
+from trainer.checkpoint import PROGRESS_KEYS, CheckpointStore, Progress
 from trainer.data import Dataset, epoch_shard, eval_shard
 from trainer.distributed import DistContext
 from trainer.metrics import Reporter
@@ -43,18 +43,6 @@ class TrainConfig:
     log_interval: int = 10
     checkpoint_every: int = 0  # steps; 0 checkpoints at epoch ends only
     compile: bool = False
-
-
-@dataclass
-class Progress:
-    """Where training stands; all of it goes into checkpoints."""
-
-    epoch: int = 1  # next epoch to run (1-based)
-    batch: int = 0  # next batch within that epoch
-    step: int = 0  # optimizer steps taken
-    train_images: int = 0  # images trained on by all ranks together
-    train_seconds: float = 0.0
-    history: list[dict] = field(default_factory=list)  # one evaluation per finished epoch
 
 
 @dataclass(frozen=True)
@@ -126,14 +114,29 @@ class Trainer:
             module = DistributedDataParallel(
                 net,
                 device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,
-                gradient_as_bucket_view=True,  # grads live in the allreduce buckets: no copies
+                # Averaged grads are read from the allreduce buckets, not copied back out (each
+                # backward still copies fresh grads in, as zero_grad drops the views; see _step).
+                gradient_as_bucket_view=True,
             )
+            self._settle_buckets(module)
         self.module = torch.compile(module) if config.compile else module
         self.batches_per_epoch = math.ceil(
             (len(data.train_labels) // ctx.world_size) / config.batch_size
         )
         self.total_steps = self.batches_per_epoch * config.epochs
         self.progress = Progress()
+
+    def _settle_buckets(self, ddp: DistributedDataParallel) -> None:
+        """Run one zero-weight forward/backward so that every real step uses the same buckets.
+
+        DDP's first backward uses its initial bucket layout and then rebuilds the buckets in the
+        order gradients arrived. Without this, a resumed run would take its first step in the
+        initial layout where the uninterrupted run had the rebuilt one, and gloo would sum in
+        another order (different bits from 3 ranks on). The loss is zero and the gradients are
+        dropped, so parameters, optimizer state and the RNG stay untouched.
+        """
+        (ddp(self.data.train_images[:1]).sum() * 0).backward()
+        self.optimizer.zero_grad(set_to_none=True)
 
     # -- checkpoints ---------------------------------------------------------------------------
 
@@ -147,7 +150,10 @@ class Trainer:
             "label_smoothing": c.label_smoothing, "lr_schedule": c.lr_schedule,
         }
         if c.lr_schedule != "constant":
-            settings["epochs"] = c.epochs  # the schedule spans every epoch; constant LR may be extended
+            # The schedule spans every step of the run: constant LR may be extended or resharded,
+            # but this one's length depends on the epochs and (steps per epoch) the world size.
+            settings["epochs"] = c.epochs
+            settings["world_size"] = self.ctx.world_size
         return settings
 
     def state(self) -> dict:
@@ -156,9 +162,7 @@ class Trainer:
             "settings": self.settings(),
             "model": self.net.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "epoch": p.epoch, "batch": p.batch, "step": p.step,
-            "train_images": p.train_images, "train_seconds": p.train_seconds,
-            "history": p.history,
+            **asdict(p),
             "world_size": self.ctx.world_size,
             "rng": {"torch": torch.get_rng_state()},
         }
@@ -181,22 +185,35 @@ class Trainer:
                 "run resumes only with the same settings; to start a new run, point --checkpoint-dir "
                 "at another directory or delete the checkpoints there."
             )
+        progress = Progress(**{key: state[key] for key in PROGRESS_KEYS})
+        trained_into = progress.epoch if progress.consumed else progress.epoch - 1
+        if trained_into > self.config.epochs:
+            raise IncompatibleCheckpoint(
+                f"{path} has trained into epoch {trained_into}, beyond --epochs {self.config.epochs}, "
+                f"so its weights are not epoch {self.config.epochs}'s. Pass --epochs {trained_into} or "
+                "more to continue that run, or point --checkpoint-dir at another directory to start a new one."
+            )
         self.net.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"]["torch"])
-        self.progress = Progress(
-            state["epoch"], state["batch"], state["step"], state["train_images"],
-            state["train_seconds"], list(state["history"]),
-        )
+        self.progress = progress
         if state["world_size"] != self.ctx.world_size:
             self.reporter.info(
                 f"warning: {path} was written with world size {state['world_size']}, now "
-                f"{self.ctx.world_size}; the rest of epoch {state['epoch']} is resharded"
+                f"{self.ctx.world_size}; the rest of epoch {state['epoch']} is resharded over "
+                f"{self.ctx.world_size} ranks, so the result differs from an uninterrupted run"
             )
         self.reporter.info(f"Resumed from {path} (epoch {self.progress.epoch}, step {self.progress.step})")
 
     def _checkpoint(self) -> None:
-        if self.store is not None and self.ctx.is_main:
+        if self.store is None:
+            return
+        # Every rank checks (the weights are identical), so all stop together. A checkpoint of
+        # diverged weights would make every restart fail again.
+        finite = all(bool(param.isfinite().all()) for param in self.net.parameters())
+        self._require_finite(finite, f"the weights became non-finite by step {self.progress.step}, "
+                                     "so no checkpoint was written")
+        if self.ctx.is_main:
             self.store.save(self.state(), self.progress.step)
 
     # -- training ------------------------------------------------------------------------------
@@ -206,27 +223,29 @@ class Trainer:
         while p.epoch <= self.config.epochs:
             self.train_epoch()
             result = evaluate(self.net, self.data, self.ctx, self.config.test_batch_size)
+            self._require_finite(math.isfinite(result.loss), f"test loss became {result.loss} after epoch {p.epoch}")
             self.reporter.evaluation(p.epoch, result.accuracy, result.loss)
             p.history.append({"epoch": p.epoch, "accuracy": result.accuracy, "val_loss": result.loss})
-            p.epoch, p.batch = p.epoch + 1, 0
+            p.epoch, p.consumed = p.epoch + 1, 0
             self._checkpoint()
-        if not p.history:  # nothing to train (epochs already done): still report the model
-            result = evaluate(self.net, self.data, self.ctx, self.config.test_batch_size)
-            p.history.append({"epoch": p.epoch - 1, "accuracy": result.accuracy, "val_loss": result.loss})
         last = p.history[-1]
         return Evaluation(last["accuracy"], last["val_loss"], len(self.data.test_labels))
 
     def train_epoch(self) -> None:
         p, config, ctx = self.progress, self.config, self.ctx
         images, labels = self.data.train_images, self.data.train_labels
-        shard = epoch_shard(len(labels), config.seed, p.epoch, ctx.rank, ctx.world_size)
+        shard = epoch_shard(len(labels), config.seed, p.epoch, ctx.rank, ctx.world_size, start=p.consumed)
         batches = shard.to(ctx.device).split(config.batch_size)
+        # Batches of this epoch run before a resume (exact unless the world size changed), so
+        # progress lines and log intervals continue where they were.
+        first = p.consumed // (config.batch_size * ctx.world_size)
+        num_batches = first + len(batches)
         window_loss = torch.zeros((), device=ctx.device)
         window_steps = 0
         self.net.train()
         started = time.perf_counter()
-        for index in range(p.batch, len(batches)):
-            batch = batches[index]
+        for index, batch in enumerate(batches, start=first):
+            samples_done = p.consumed
             lr = lr_at(config, p.step, self.total_steps)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
@@ -234,13 +253,12 @@ class Trainer:
             window_loss += loss.detach()
             window_steps += 1
             p.step += 1
-            p.batch = index + 1
+            p.consumed += len(batch) * ctx.world_size
             p.train_images += len(batch) * ctx.world_size
             if index % config.log_interval == 0:
                 mean_loss = self._window_mean(window_loss, window_steps, p.epoch, index)
                 self.reporter.train_progress(
-                    p.epoch, index, len(batches), index * config.batch_size * ctx.world_size,
-                    len(labels), mean_loss, p.step, lr,
+                    p.epoch, index, num_batches, samples_done, len(labels), mean_loss, p.step, lr,
                 )
                 window_loss.zero_()
                 window_steps = 0
@@ -251,10 +269,13 @@ class Trainer:
                 self._checkpoint()
                 started = time.perf_counter()
         if window_steps:
-            self._window_mean(window_loss, window_steps, p.epoch, len(batches) - 1)
+            self._window_mean(window_loss, window_steps, p.epoch, num_batches - 1)
         p.train_seconds += self._elapsed(started)
 
     def _step(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        # None rather than zeroed: then every DDP backward, a resumed run's first included, takes
+        # the same path into the buckets (zeroed bucket views take another, which rounds
+        # differently at 3+ ranks). Measured no slower.
         self.optimizer.zero_grad(set_to_none=True)
         with autocast_for(self.ctx.device):
             output = self.module(images)
@@ -269,12 +290,14 @@ class Trainer:
         """Mean training loss over recent steps on all ranks; stops the job if it is not finite."""
         totals = self.ctx.all_reduce_sum(torch.stack([loss_sum, torch.tensor(float(steps), device=loss_sum.device)]))
         mean = (totals[0] / totals[1]).item()
-        if not math.isfinite(mean):
-            raise NonFiniteLoss(
-                f"training loss became {mean} in epoch {epoch} near batch {batch}; the model "
-                f"diverged. Lower --lr (now {self.config.lr}) or --momentum, then rerun."
-            )
+        self._require_finite(math.isfinite(mean), f"training loss became {mean} in epoch {epoch} near batch {batch}")
         return mean
+
+    def _require_finite(self, finite: bool, what: str) -> None:
+        if not finite:
+            raise NonFiniteLoss(
+                f"{what}; the model diverged. Lower --lr (now {self.config.lr}) or --momentum, then rerun."
+            )
 
     def _elapsed(self, started: float) -> float:
         if self.ctx.device.type == "cuda":

@@ -5,6 +5,7 @@ import ctypes
 import ctypes.util
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -45,10 +46,10 @@ def thread_count(local_world_size: int, cgroup_root: Path = CGROUP_ROOT) -> int:
 
 
 def configure_threads(requested: int, local_world_size: int) -> int:
-    """Apply --threads, else respect OMP_NUM_THREADS, else size from the cgroup quota."""
+    """Apply --threads, else respect the user's OMP_NUM_THREADS, else size from the cgroup quota."""
     if requested > 0:
         threads = requested
-    elif os.environ.get("OMP_NUM_THREADS"):
+    elif omp_threads_set_by_user(os.environ, local_world_size):
         threads = torch.get_num_threads()
     else:
         threads = thread_count(local_world_size)
@@ -58,6 +59,18 @@ def configure_threads(requested: int, local_world_size: int) -> int:
     except RuntimeError:
         pass  # already fixed by earlier parallel work in this process; harmless
     return threads
+
+
+def omp_threads_set_by_user(env: Mapping[str, str], local_world_size: int) -> bool:
+    """Whether OMP_NUM_THREADS is the user's choice rather than torchrun's default.
+
+    torchrun with several local processes sets OMP_NUM_THREADS=1 when it is unset, and its
+    children cannot tell that from a user's 1. So under torchrun (TORCHELASTIC_RUN_ID) a 1 counts
+    as the default; --threads 1 still forces one thread.
+    """
+    value = env.get("OMP_NUM_THREADS", "")
+    torchrun_default = value == "1" and "TORCHELASTIC_RUN_ID" in env and local_world_size > 1
+    return value != "" and not torchrun_default
 
 
 def retain_freed_memory() -> bool:

@@ -1,13 +1,15 @@
+from dataclasses import asdict
+
 import pytest
 import torch
 
-from trainer.checkpoint import CheckpointStore
+from trainer.checkpoint import REQUIRED_KEYS, CheckpointStore, Progress
 from trainer.fileio import atomic_write
 
 
 def _state(step):
-    return {"settings": {}, "model": {"w": torch.full((2,), float(step))}, "optimizer": {}, "epoch": 1,
-            "batch": step, "step": step, "rng": {"torch": torch.get_rng_state()}}
+    return {"settings": {}, "model": {"w": torch.full((2,), float(step))}, "optimizer": {}, "world_size": 2,
+            **asdict(Progress(step=step, consumed=8 * step)), "rng": {"torch": torch.get_rng_state()}}
 
 
 def test_keeps_only_the_newest_k(tmp_path):
@@ -41,6 +43,30 @@ def test_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, damage):
     assert path.name == "checkpoint-000000001.pt" and state["step"] == 1
 
 
+@pytest.mark.parametrize("key", sorted(REQUIRED_KEYS - {"format"}))
+def test_checkpoint_missing_a_key_is_skipped_not_a_crash(tmp_path, key):
+    store = CheckpointStore(tmp_path, keep=3)
+    store.save(_state(1), 1)
+    incomplete = {k: v for k, v in _state(2).items() if k != key}
+    store.save(incomplete, 2)
+    with pytest.warns(UserWarning, match=f"missing {key}"):
+        path, _ = store.load_latest()
+    assert path.name == "checkpoint-000000001.pt"
+
+
+def test_format_1_checkpoint_resumes_at_the_samples_it_had_consumed(tmp_path):
+    settings = {"train_samples": 1001, "batch_size": 64, "lr_schedule": "onecycle", "epochs": 2}
+    old = {**_state(7), "format": 1, "settings": settings, "world_size": 3, "batch": 5}
+    del old["consumed"]
+    torch.save(old, tmp_path / "checkpoint-000000007.pt")
+    _, state = CheckpointStore(tmp_path, keep=3).load_latest()
+    assert state["consumed"] == 5 * 64 * 3 and "batch" not in state
+    assert state["settings"]["world_size"] == 3  # onecycle's length depends on it
+    old["batch"] = 6  # the epoch's last, short batch: each rank's 333 samples are done
+    torch.save(old, tmp_path / "checkpoint-000000008.pt")
+    assert CheckpointStore(tmp_path, keep=3).load_latest()[1]["consumed"] == 333 * 3
+
+
 def test_no_checkpoints_means_a_fresh_start(tmp_path):
     assert CheckpointStore(tmp_path / "empty", keep=1).load_latest() == (None, None)
 
@@ -64,3 +90,12 @@ def test_temp_files_are_not_mistaken_for_checkpoints(tmp_path):
     (tmp_path / ".checkpoint-000000009.pt.abc.tmp").write_bytes(b"half")
     store.save(_state(3), 3)
     assert [p.name for p in store.paths()] == ["checkpoint-000000003.pt"]
+
+
+def test_temp_files_of_a_killed_save_are_removed(tmp_path):
+    store = CheckpointStore(tmp_path, keep=3)
+    store.save(_state(3), 3)
+    (tmp_path / ".checkpoint-000000009.pt.abc.tmp").write_bytes(b"half")
+    (tmp_path / ".mnist_cnn.pt.xyz.tmp").write_bytes(b"not ours")
+    assert [p.name for p in store.remove_partial_writes()] == [".checkpoint-000000009.pt.abc.tmp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".mnist_cnn.pt.xyz.tmp", "checkpoint-000000003.pt"]

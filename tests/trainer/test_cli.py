@@ -15,6 +15,7 @@ def test_seed_script_flags_and_defaults():
         64, 1000, 1, 0.01, 0.5, 1, 10, False, "logs", False)
     args = build_parser().parse_args(["--epochs=3", "--dir", "tb", "--backend", "gloo", "--save-model", "--no-cuda"])
     assert (args.epochs, args.log_dir, args.backend, args.save_model, args.no_cuda) == (3, "tb", "gloo", True, True)
+    assert {build_parser().parse_args(["--backend", b]).backend for b in ("gloo", "nccl", "mpi")} == {"gloo", "nccl", "mpi"}
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -25,7 +26,7 @@ def test_seed_script_flags_and_defaults():
     (["--batch-size", "many"], "--batch-size: must be a positive integer, got 'many'"),
     (["--weight-decay", "-1"], "--weight-decay: must be 0 or more"),
     (["--dataset", "cifar10"], "--dataset: invalid choice"),
-    (["--backend", "mpi"], "--backend: invalid choice"),
+    (["--backend", "tcp"], "--backend: invalid choice"),
     (["--nesterov", "--momentum", "0"], "--nesterov needs --momentum > 0"),
     (["--dataset", "digits", "--fallback-dataset", "digits"], "--fallback-dataset must differ"),
 ])
@@ -53,6 +54,14 @@ def test_diverging_loss_stops_the_job_with_a_message(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     assert "the model diverged. Lower --lr" in result.stderr
     assert not (tmp_path / "out" / "mnist_cnn.pt").exists()
+
+
+def test_divergence_in_the_last_step_before_evaluation_stops_the_job_with_a_message(tmp_path):
+    result = run_trainer([*QUICK, "--limit-train", "64", "--lr", "1e30", "--dir", "", "--output-dir", "out"],
+                         cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "error: test loss became nan after epoch 1; the model diverged. Lower --lr" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_missing_dataset_names_the_files(tmp_path):
@@ -91,6 +100,9 @@ def test_restart_resumes_only_a_run_with_the_same_settings(tmp_path):
     assert "with other settings: lr 0.01 (now 0.02)" in other_lr.stderr
     assert "point --checkpoint-dir at another directory" in other_lr.stderr
 
+    killed_save = tmp_path / "ckpt" / ".checkpoint-000000099.pt.abc.tmp"
+    killed_save.write_bytes(b"half a checkpoint")
     longer = run_trainer([*QUICK, "--dir", "", "--checkpoint-dir", "ckpt", "--epochs", "2"], cwd=tmp_path)
     assert longer.returncode == 0, longer.stderr
     assert "Resumed from ckpt/checkpoint-" in longer.stdout and "epoch 2" in longer.stdout
+    assert not killed_save.exists()

@@ -17,6 +17,22 @@ def test_epoch_shards_are_disjoint_equal_and_change_each_epoch():
     assert not torch.equal(data.epoch_shard(n, seed=1, epoch=2, rank=1, world_size=world), shards[1])
 
 
+def test_ranks_consume_a_prefix_and_a_resume_shards_the_rest_at_any_world_size():
+    n, seed, batch = 103, 1, 4
+    order = data.epoch_shard(n, seed, epoch=1, rank=0, world_size=1)
+    first = [data.epoch_shard(n, seed, epoch=1, rank=r, world_size=3)[: 2 * batch] for r in range(3)]
+    consumed = 3 * 2 * batch
+    assert sorted(torch.cat(first).tolist()) == sorted(order[:consumed].tolist())
+    rest = [data.epoch_shard(n, seed, epoch=1, rank=r, world_size=2, start=consumed) for r in range(2)]
+    assert len(rest[0]) == len(rest[1]) == (n - consumed) // 2
+    assert sorted(torch.cat(rest).tolist()) == sorted(order[consumed : n - (n - consumed) % 2].tolist())
+    # Resuming at the same world size continues each rank's own shard.
+    for r in range(3):
+        unbroken = data.epoch_shard(n, seed, epoch=1, rank=r, world_size=3)
+        assert torch.equal(data.epoch_shard(n, seed, epoch=1, rank=r, world_size=3, start=consumed),
+                           unbroken[2 * batch :])
+
+
 @pytest.mark.parametrize("world", [1, 2, 3, 7])
 def test_eval_shards_cover_the_test_set_exactly_once(world):
     n = 10_000

@@ -1,7 +1,8 @@
 import pytest
+import torch.distributed as dist
 
-from trainer.distributed import LaunchError, read_launch_env, resolve_backend
-from trainer.runtime import cpu_quota, thread_count
+from trainer.distributed import LaunchError, init, read_launch_env, resolve_backend
+from trainer.runtime import cpu_quota, omp_threads_set_by_user, thread_count
 
 
 def test_no_environment_means_one_process():
@@ -40,12 +41,27 @@ def test_bad_environment_is_named(env, message):
         read_launch_env(env)
 
 
+@pytest.mark.parametrize("env", [{"WORLD_SIZE": "2", "RANK": "2", "MASTER_ADDR": "a", "MASTER_PORT": "1"},
+                                 {"LOCAL_RANK": "first"}])
+def test_bad_rank_variables_say_who_sets_them(env):
+    with pytest.raises(LaunchError, match="training-operator and torchrun set RANK.*don't override them"):
+        read_launch_env(env)
+
+
 def test_backend_auto_and_nccl_without_gpu():
     assert resolve_backend("auto", use_cuda=False) == "gloo"
     assert resolve_backend("auto", use_cuda=True) == "nccl"
     assert resolve_backend("gloo", use_cuda=True) == "gloo"
     with pytest.raises(LaunchError, match="--backend nccl needs a CUDA GPU"):
         resolve_backend("nccl", use_cuda=False)
+
+
+@pytest.mark.skipif(dist.is_mpi_available(), reason="this PyTorch has MPI, so mpi would start")
+def test_mpi_backend_without_mpi_support_is_a_launch_error_with_the_fix(monkeypatch):
+    for name, value in {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(LaunchError, match="--backend mpi could not start: .*MPI.* Use --backend gloo"):
+        init("mpi", use_cuda=False, timeout_seconds=5)
 
 
 def test_cgroup_v2_quota(tmp_path):
@@ -72,3 +88,15 @@ def test_threads_are_the_quota_divided_by_local_processes(tmp_path, monkeypatch)
     assert thread_count(16, tmp_path) == 1  # never zero
     (tmp_path / "cpu.max").write_text("max 100000\n")
     assert thread_count(2, tmp_path) == 32
+
+
+@pytest.mark.parametrize("env,local_world_size,by_user", [
+    ({}, 1, False),
+    ({"OMP_NUM_THREADS": "1"}, 1, True),
+    ({"OMP_NUM_THREADS": "1", "TORCHELASTIC_RUN_ID": "x"}, 2, False),  # torchrun's default
+    ({"OMP_NUM_THREADS": "1", "TORCHELASTIC_RUN_ID": "x"}, 1, True),  # torchrun sets none for one process
+    ({"OMP_NUM_THREADS": "3", "TORCHELASTIC_RUN_ID": "x"}, 2, True),
+    ({"OMP_NUM_THREADS": "1", "LOCAL_WORLD_SIZE": "2"}, 2, True),  # not torchrun: the user's 1
+])
+def test_torchruns_default_omp_threads_do_not_override_the_quota(env, local_world_size, by_user):
+    assert omp_threads_set_by_user(env, local_world_size) is by_user

@@ -1,0 +1,134 @@
+"""Resuming in-process Trainers from mid-epoch checkpoints, in real gloo process groups."""
+import json
+import shutil
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from trainer.checkpoint import CheckpointStore
+from trainer.data import Dataset
+from trainer.distributed import DistContext
+from trainer.loop import IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer
+from trainer.metrics import Reporter
+from trainer.model import Net
+
+TRAIN_SIZE = 100  # not a multiple of 2 or 3 ranks times the batch size
+CONFIG = TrainConfig(batch_size=8, lr=1e-3, momentum=0.0, checkpoint_every=2, log_interval=1000)
+
+
+def _numbered_dataset() -> Dataset:
+    """Sample i carries i in its first pixel, so a trainer's batches reveal which samples it took."""
+    images = torch.zeros(TRAIN_SIZE, 1, 28, 28)
+    images[:, 0, 0, 0] = torch.arange(TRAIN_SIZE, dtype=torch.float32)
+    labels = torch.arange(TRAIN_SIZE) % 10
+    return Dataset("numbered", images, labels, images[:10], labels[:10])
+
+
+class RecordingTrainer(Trainer):
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.samples: list[list[int]] = []  # per step, the samples this rank trained on
+
+    def _step(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        self.samples.append(images[:, 0, 0, 0].long().tolist())
+        return super()._step(images, labels)
+
+
+def _train(rank: int, world: int, checkpoint_dir, out_dir) -> RecordingTrainer:
+    ctx = DistContext(rank, world, 0, 1, torch.device("cpu"), "gloo")
+    torch.manual_seed(CONFIG.seed)
+    trainer = RecordingTrainer(
+        Net(), _numbered_dataset(), ctx, CONFIG, Reporter(rank == 0, None), CheckpointStore(checkpoint_dir, keep=100)
+    )
+    trainer.resume()
+    trainer.fit()
+    (out_dir / f"rank{rank}.json").write_text(json.dumps(trainer.samples))
+    return trainer
+
+
+def _train_on_rank(rank: int, world: int, store_path, checkpoint_dir, out_dir) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=world)
+    _train(rank, world, checkpoint_dir, out_dir)
+    dist.destroy_process_group()
+
+
+def _construct_on_rank(rank: int, world: int, store_path, out_dir) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=world)
+    ctx = DistContext(rank, world, 0, 1, torch.device("cpu"), "gloo")
+    torch.manual_seed(CONFIG.seed)
+    net = Net()
+    weights, rng = {k: v.clone() for k, v in net.state_dict().items()}, torch.get_rng_state()
+    trainer = Trainer(net, _numbered_dataset(), ctx, CONFIG, Reporter(False, None), None)
+    untouched = {
+        "rng": torch.equal(rng, torch.get_rng_state()),
+        "weights": all(torch.equal(weights[k], v) for k, v in net.state_dict().items()),
+        "no_grads": all(p.grad is None for p in net.parameters()),
+        "no_optimizer_state": not trainer.optimizer.state,
+    }
+    (out_dir / f"rank{rank}.json").write_text(json.dumps(untouched))
+    dist.destroy_process_group()
+
+
+def test_ddp_warm_up_leaves_weights_optimizer_and_rng_untouched(tmp_path):
+    mp.spawn(_construct_on_rank, args=(2, tmp_path / "store", tmp_path), nprocs=2, join=True)
+    for rank in range(2):
+        assert json.loads((tmp_path / f"rank{rank}.json").read_text()) == {
+            "rng": True, "weights": True, "no_grads": True, "no_optimizer_state": True}
+
+
+def test_onecycle_checkpoints_name_the_world_size_its_length_depends_on():
+    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    for schedule, expected in (("constant", None), ("onecycle", 1)):
+        config = TrainConfig(lr_schedule=schedule)
+        trainer = Trainer(Net(), _numbered_dataset(), ctx, config, Reporter(False, None), None)
+        assert trainer.settings().get("world_size") == expected
+
+
+def test_diverged_weights_are_never_checkpointed(tmp_path):
+    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    net = Net()
+    trainer = Trainer(net, _numbered_dataset(), ctx, CONFIG, Reporter(True, None), CheckpointStore(tmp_path, keep=3))
+    with torch.no_grad():
+        net.fc1.weight[0, 0] = float("inf")
+    with pytest.raises(NonFiniteLoss, match="non-finite by step 0, so no checkpoint was written; .* Lower --lr"):
+        trainer._checkpoint()
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("epoch,consumed,refused", [(2, 16, True), (2, 0, False), (3, 0, True)])
+def test_resume_refuses_fewer_epochs_than_the_checkpoint_trained(tmp_path, epoch, consumed, refused):
+    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    store = CheckpointStore(tmp_path, keep=3)
+    writer = Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(False, None), store)
+    writer.progress.epoch, writer.progress.consumed = epoch, consumed
+    writer.progress.history = [{"epoch": e, "accuracy": 0.5, "val_loss": 1.0} for e in range(1, epoch)]
+    writer._checkpoint()
+    reader = Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(False, None), store)  # --epochs 1
+    if refused:
+        with pytest.raises(IncompatibleCheckpoint, match=f"trained into epoch {epoch - (consumed == 0)}, beyond "
+                                                         "--epochs 1.* Pass --epochs"):
+            reader.resume()
+    else:
+        reader.resume()
+        assert reader.fit().accuracy == 0.5
+
+
+def test_resume_at_another_world_size_trains_each_remaining_sample_once(tmp_path, capsys):
+    two_ranks = tmp_path / "two"
+    two_ranks.mkdir()
+    mp.spawn(_train_on_rank, args=(2, tmp_path / "store", tmp_path / "ckpt", two_ranks), nprocs=2, join=True)
+    before = [sample for rank in range(2)
+              for step in json.loads((two_ranks / f"rank{rank}.json").read_text())[:2] for sample in step]
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    shutil.copy(tmp_path / "ckpt" / "checkpoint-000000002.pt", resumed)
+
+    single = _train(0, 1, resumed, tmp_path)
+
+    after = [sample for step in single.samples for sample in step]
+    assert len(before) == 2 * 2 * CONFIG.batch_size
+    # One rank drops no remainder: together the runs train the whole epoch, no sample twice.
+    assert sorted(before + after) == list(range(TRAIN_SIZE))
+    assert "the rest of epoch 1 is resharded over 1 ranks" in capsys.readouterr().out
