@@ -57,6 +57,7 @@ def test_backend_auto_and_nccl_without_gpu():
 
 
 @pytest.mark.skipif(dist.is_mpi_available(), reason="this PyTorch has MPI, so mpi would start")
+@pytest.mark.filterwarnings("ignore:For MPI backend:UserWarning")  # torch's note before it fails
 def test_mpi_backend_without_mpi_support_is_a_launch_error_with_the_fix(monkeypatch):
     for name, value in {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}.items():
         monkeypatch.setenv(name, value)
