@@ -237,6 +237,11 @@ def test_decimals_from_set_are_accepted(helm):
     assert one(docs, "Pod")["spec"]["containers"][0]["args"][1] == "0.7"
 
 
+@pytest.mark.parametrize("lr", ["1.0", "2.0", "1.0e-2", "0.001", "1e-3", "10"])
+def test_positive_lr_strings_from_set_are_accepted(helm, lr):
+    assert flag(trainer_container(helm.render(CHART, set_values={"training.lr": lr}))["args"], "--lr") == lr
+
+
 def test_checkpoint_every_zero_still_checkpoints_each_epoch(helm, tmp_path):
     args = trainer_container(render_with(helm, {"training": {"checkpointEvery": 0}}, tmp_path))["args"]
     assert flag(args, "--checkpoint-every") == "0"
@@ -448,11 +453,24 @@ def test_gpu_limit_is_added_even_without_other_resources(rendered):
     assert one(docs, "PyTorchJob")["spec"]["nprocPerNode"] == "2", "nprocPerNode follows the GPU count"
 
 
-def test_user_tolerations_are_kept_next_to_the_gpu_one(helm, tmp_path):
+def test_user_tolerations_are_kept_next_to_the_gpu_one_on_every_volume_pod(helm, tmp_path):
+    """TensorBoard and the test pod share the trainers' tolerations, so on a single-node volume
+    they can join the trainers on a tainted GPU node."""
     user = {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}
-    docs = render_with(helm, {"gpu": 1, "tolerations": [user]}, tmp_path)
-    tolerations = replica_specs(docs)["Worker"]["template"]["spec"]["tolerations"]
-    assert tolerations == [user, {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    docs = render_with(helm, {"gpu": 1, "tolerations": [user], "tensorboard": {"enabled": True},
+                              "persistence": {"create": {"accessModes": ["ReadWriteMany"]}}}, tmp_path)
+    pods = volume_pods(docs)
+    assert len(pods) == 4
+    for name, template in pods.items():
+        assert template["spec"]["tolerations"] == [
+            user, {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}], name
+
+
+def test_tensorboard_is_refused_beside_gpus_on_a_single_node_volume(helm, tmp_path):
+    """TensorBoard starts with the job; scheduled first, it would pin the GPU pods to its node."""
+    error = template_error(helm, {"gpu": 1, "tensorboard": {"enabled": True}}, tmp_path)
+    assert "tensorboard.enabled with gpu > 0 on a single-node volume" in error
+    assert "ReadWriteMany" in error
 
 
 def test_placement_labels_annotations_and_pull_settings(rendered):

@@ -96,6 +96,18 @@ finished pods, so a helm test after the job Succeeded is not pinned to a node no
 {{- with $affinity }}{{ toYaml . }}{{ end }}
 {{- end }}
 
+{{/*
+Tolerations of every pod that mounts the volume: the user's, plus the GPU taint's when gpu > 0, so
+TensorBoard and the test pod can join the trainers on a single-node volume's GPU node.
+*/}}
+{{- define "pytorchjob-mnist.tolerations" -}}
+{{- $tolerations := .Values.tolerations }}
+{{- if gt (int .Values.gpu) 0 }}
+{{- $tolerations = append $tolerations (dict "key" "nvidia.com/gpu" "operator" "Exists" "effect" "NoSchedule") }}
+{{- end }}
+{{- with $tolerations }}{{ toYaml . }}{{ end }}
+{{- end }}
+
 {{/* Cluster-scoped, so the namespace is part of the name. */}}
 {{- define "pytorchjob-mnist.hostPathVolumeName" -}}
 {{- printf "%s-%s-storage" .Release.Namespace (include "pytorchjob-mnist.fullname" .) }}
@@ -185,13 +197,9 @@ spec:
   nodeSelector:
     {{- toYaml . | nindent 4 }}
   {{- end }}
-  {{- $tolerations := .Values.tolerations }}
-  {{- if gt (int .Values.gpu) 0 }}
-  {{- $tolerations = append $tolerations (dict "key" "nvidia.com/gpu" "operator" "Exists" "effect" "NoSchedule") }}
-  {{- end }}
-  {{- with $tolerations }}
+  {{- with include "pytorchjob-mnist.tolerations" . }}
   tolerations:
-    {{- toYaml . | nindent 4 }}
+    {{- . | nindent 4 }}
   {{- end }}
   {{- with include "pytorchjob-mnist.affinity" . }}
   affinity:

@@ -64,6 +64,9 @@ Included once, from pytorchjob.yaml.
 {{- fail (printf "resources.%s has nvidia.com/gpu; GPUs come from the gpu value (it sets the limit, and Kubernetes requires GPU requests to equal limits): remove nvidia.com/gpu from resources and set gpu to the GPUs per replica" $field) }}
 {{- end }}
 {{- end }}
+{{- if and .Values.tensorboard.enabled (gt $gpu 0) (include "pytorchjob-mnist.singleNode" .) }}
+{{- fail "tensorboard.enabled with gpu > 0 on a single-node volume: TensorBoard starts with the job and, if scheduled first, would pin the GPU pods to its node, which may have no GPUs. Use a ReadWriteMany claim (persistence.create.accessModes, or persistence.singleNode=false for an existing one), or leave TensorBoard off and copy the logs with kubectl cp" }}
+{{- end }}
 {{- $kueue := .Values.kueue.queueName }}
 {{- if and $kueue .Values.runPolicy.suspend }}
 {{- fail (printf "runPolicy.suspend=true with kueue.queueName %q: Kueue owns runPolicy.suspend (it keeps the job suspended until admitted); leave runPolicy.suspend false, or clear kueue.queueName to suspend the job yourself" $kueue) }}
