@@ -67,11 +67,11 @@ class CheckpointStore:
             try:
                 # Checkpoints hold only tensors and primitives, so the safe loader suffices.
                 state = torch.load(path, map_location="cpu", weights_only=True)
+                if isinstance(state, dict) and state.get("format") == 1 and _FORMAT_1_KEYS <= set(state):
+                    state = _from_format_1(state)
             except Exception as error:  # noqa: BLE001 - any unreadable file is skipped alike
                 warnings.warn(f"skipping unreadable checkpoint {path}: {error}", stacklevel=2)
                 continue
-            if isinstance(state, dict) and state.get("format") == 1 and _FORMAT_1_KEYS <= set(state):
-                state = _from_format_1(state)
             missing = REQUIRED_KEYS - set(state) if isinstance(state, dict) else REQUIRED_KEYS
             if missing or state.get("format") != FORMAT_VERSION:
                 warnings.warn(

@@ -97,7 +97,7 @@ def read_launch_env(env: dict[str, str] | None = None) -> LaunchEnv:
         missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not env.get(name)]
         if missing:
             raise LaunchError(
-                f"WORLD_SIZE={world_size} but {' and '.join(missing)} is not set; the "
+                f"WORLD_SIZE={world_size} but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set; the "
                 "training-operator sets both, or use torchrun for local multi-process runs."
             )
     return LaunchEnv(rank, world_size, local_rank, local_world_size)
@@ -152,9 +152,21 @@ def init(requested_backend: str, use_cuda: bool, timeout_seconds: float) -> Dist
             raise LaunchError(
                 f"--backend mpi could not start: {error} Use --backend gloo (or auto) instead."
             ) from error
+        check_group_matches(launch, dist.get_rank(), dist.get_world_size())
     return DistContext(
         launch.rank, launch.world_size, launch.local_rank, launch.local_world_size, device, backend
     )
+
+
+def check_group_matches(launch: LaunchEnv, group_rank: int, group_size: int) -> None:
+    """Refuse a process group whose ranks differ from RANK/WORLD_SIZE, which sharding and rank 0's
+    duties rely on. Only mpi can differ: MPI assigns ranks itself and ignores the ones given."""
+    if (group_rank, group_size) != (launch.rank, launch.world_size):
+        raise LaunchError(
+            f"the process group made this rank {group_rank} of {group_size}, but RANK={launch.rank} "
+            f"and WORLD_SIZE={launch.world_size}. With --backend mpi, start every process with mpirun "
+            "and set RANK and WORLD_SIZE to the ranks it assigns, or use --backend gloo (or auto)."
+        )
 
 
 def shutdown(ctx: DistContext) -> None:

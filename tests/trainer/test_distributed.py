@@ -1,7 +1,7 @@
 import pytest
 import torch.distributed as dist
 
-from trainer.distributed import LaunchError, init, read_launch_env, resolve_backend
+from trainer.distributed import LaunchError, check_group_matches, init, read_launch_env, resolve_backend
 from trainer.runtime import cpu_quota, omp_threads_set_by_user, thread_count
 
 
@@ -34,7 +34,7 @@ def test_nproc_per_node_without_torchrun_is_refused_with_the_fix():
     ({"WORLD_SIZE": "2", "RANK": "2", "MASTER_ADDR": "a", "MASTER_PORT": "1"}, "RANK=2 must be smaller"),
     ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two' is not an integer"),
     ({"WORLD_SIZE": "0"}, "WORLD_SIZE=0 must be at least 1"),
-    ({"WORLD_SIZE": "2", "RANK": "0"}, "MASTER_ADDR and MASTER_PORT is not set"),
+    ({"WORLD_SIZE": "2", "RANK": "0"}, "MASTER_ADDR and MASTER_PORT are not set"),
 ])
 def test_bad_environment_is_named(env, message):
     with pytest.raises(LaunchError, match=message):
@@ -63,6 +63,14 @@ def test_mpi_backend_without_mpi_support_is_a_launch_error_with_the_fix(monkeypa
         monkeypatch.setenv(name, value)
     with pytest.raises(LaunchError, match="--backend mpi could not start: .*MPI.* Use --backend gloo"):
         init("mpi", use_cuda=False, timeout_seconds=5)
+
+
+def test_a_process_group_with_other_ranks_than_the_env_is_refused():
+    """MPI assigns ranks itself: pods started without mpirun would each be rank 0 of 1."""
+    launch = read_launch_env({"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "mnist-master-0", "MASTER_PORT": "23456"})
+    check_group_matches(launch, 1, 2)
+    with pytest.raises(LaunchError, match=r"rank 0 of 1, but RANK=1 and WORLD_SIZE=2\. With --backend mpi"):
+        check_group_matches(launch, 0, 1)
 
 
 def test_cgroup_v2_quota(tmp_path):
