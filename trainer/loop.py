@@ -127,7 +127,7 @@ class Trainer:
         self.progress = Progress()
 
     def _settle_buckets(self, ddp: DistributedDataParallel) -> None:
-        """Run one zero-weight forward/backward so that every real step uses the same buckets.
+        """Run one zero-loss forward/backward so that every real step uses the same buckets.
 
         DDP's first backward uses its initial bucket layout and then rebuilds the buckets in the
         order gradients arrived. Without this, a resumed run would take its first step in the
@@ -200,7 +200,7 @@ class Trainer:
         if state["world_size"] != self.ctx.world_size:
             self.reporter.info(
                 f"warning: {path} was written with world size {state['world_size']}, now "
-                f"{self.ctx.world_size}; the rest of epoch {state['epoch']} is resharded over "
+                f"{self.ctx.world_size}; the rest of epoch {progress.epoch} is resharded over "
                 f"{self.ctx.world_size} ranks, so the result differs from an uninterrupted run"
             )
         self.reporter.info(f"Resumed from {path} (epoch {self.progress.epoch}, step {self.progress.step})")
@@ -210,9 +210,9 @@ class Trainer:
             return
         # Every rank checks (the weights are identical), so all stop together. A checkpoint of
         # diverged weights would make every restart fail again.
-        finite = all(bool(param.isfinite().all()) for param in self.net.parameters())
-        self._require_finite(finite, f"the weights became non-finite by step {self.progress.step}, "
-                                     "so no checkpoint was written")
+        if not all(bool(param.isfinite().all()) for param in self.net.parameters()):
+            raise self._diverged(
+                f"the weights became non-finite by step {self.progress.step}, so no checkpoint was written")
         if self.ctx.is_main:
             self.store.save(self.state(), self.progress.step)
 
@@ -223,7 +223,8 @@ class Trainer:
         while p.epoch <= self.config.epochs:
             self.train_epoch()
             result = evaluate(self.net, self.data, self.ctx, self.config.test_batch_size)
-            self._require_finite(math.isfinite(result.loss), f"test loss became {result.loss} after epoch {p.epoch}")
+            if not math.isfinite(result.loss):
+                raise self._diverged(f"test loss became {result.loss} after epoch {p.epoch}")
             self.reporter.evaluation(p.epoch, result.accuracy, result.loss)
             p.history.append({"epoch": p.epoch, "accuracy": result.accuracy, "val_loss": result.loss})
             p.epoch, p.consumed = p.epoch + 1, 0
@@ -290,14 +291,12 @@ class Trainer:
         """Mean training loss over recent steps on all ranks; stops the job if it is not finite."""
         totals = self.ctx.all_reduce_sum(torch.stack([loss_sum, torch.tensor(float(steps), device=loss_sum.device)]))
         mean = (totals[0] / totals[1]).item()
-        self._require_finite(math.isfinite(mean), f"training loss became {mean} in epoch {epoch} near batch {batch}")
+        if not math.isfinite(mean):
+            raise self._diverged(f"training loss became {mean} in epoch {epoch} near batch {batch}")
         return mean
 
-    def _require_finite(self, finite: bool, what: str) -> None:
-        if not finite:
-            raise NonFiniteLoss(
-                f"{what}; the model diverged. Lower --lr (now {self.config.lr}) or --momentum, then rerun."
-            )
+    def _diverged(self, what: str) -> NonFiniteLoss:
+        return NonFiniteLoss(f"{what}; the model diverged. Lower --lr (now {self.config.lr}) or --momentum, then rerun.")
 
     def _elapsed(self, started: float) -> float:
         if self.ctx.device.type == "cuda":
