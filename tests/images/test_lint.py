@@ -1,6 +1,7 @@
 """Static checks of the image build and CI scripts: hadolint on every Dockerfile, shellcheck on every script."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,18 @@ def venv_tool(name: str) -> str:
 def test_the_lint_targets_exist():
     assert REPO / "docker" / "Dockerfile" in DOCKERFILES
     assert REPO / "ci" / "build-image.sh" in SHELL_SCRIPTS
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_run_mounts_a_build_stage(dockerfile: Path):
+    """buildah 1.28 (Debian 12's podman) bind-mounts an empty directory for `RUN --mount=from=<stage>`
+    when that stage came from cache (buildah#4375): the build then fails, e.g. after a VARIANT switch.
+    COPY --from works with every builder."""
+    text = dockerfile.read_text()
+    stages = set(re.findall(r"^FROM\s+\S+\s+AS\s+(\S+)", text, re.M | re.I))
+    mounted = set(re.findall(r"--mount=[^\s]*\bfrom=([^,\s]+)", text))
+    assert stages, "the stage pattern no longer matches the Dockerfile"
+    assert not mounted & stages, f"RUN --mount from build stages {sorted(mounted & stages)}: use COPY --from"
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))
