@@ -75,8 +75,8 @@ image: ## Build the trainer image (VARIANT=cpu|cuda, IMG=…, CONTAINER_TOOL=doc
 		bash ci/build-image.sh $(IMAGE_BUILD_FLAGS)
 
 .PHONY: image-offline
-image-offline: ## Build the CPU image with rootful podman, no registry needed (docker/README.md)
-	IMG=$(IMG) bash ci/podman/build-offline.sh $(IMAGE_BUILD_FLAGS)
+image-offline: ## Build the image with rootful podman, no registry needed (VARIANT=cpu|cuda; docker/README.md)
+	VARIANT=$(VARIANT) IMG=$(IMG) bash ci/podman/build-offline.sh $(IMAGE_BUILD_FLAGS)
 
 .PHONY: push
 push: ## Push the image `make image` built (same VARIANT/IMG)

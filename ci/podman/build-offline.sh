@@ -1,42 +1,58 @@
 #!/usr/bin/env bash
-# Build the CPU trainer image with rootful podman on a host that has no container registry and no
+# Build the trainer image with rootful podman on a host that has no container registry and no
 # download.pytorch.org, but has PyPI and a CPU torch wheel on disk (this project's sandbox):
 #   - base image: a debootstrapped bookworm (ci/podman/offline-base.sh) instead of python:3.11-slim-bookworm;
-#   - torch: the local CPU wheel, hard-linked into docker/wheels/ (git-ignored), which the Dockerfile
-#     prefers to any index; everything else comes from PyPI.
+#   - cpu: torch is the local CPU wheel, hard-linked into docker/wheels/ (git-ignored) for the build,
+#     which the Dockerfile prefers to any index; everything else comes from PyPI;
+#   - cuda: everything comes from PyPI, whose Linux torch wheels carry CUDA (several GB).
 #
-#   [IMG=localhost/pytorchjob-mnist/trainer:dev-cpu] ci/podman/build-offline.sh [--build-arg K=V ...]
-#   TORCH_WHEEL=/path/torch-X+cpu-...whl      (default: the newest /opt/wheels/torch-*+cpu-*.whl)
+#   [VARIANT=cpu|cuda] [IMG=localhost/pytorchjob-mnist/trainer:dev-<variant>] ci/podman/build-offline.sh [--build-arg K=V ...]
+#   TORCH_WHEEL=/path/torch-X+cpu-...whl      (cpu; default: the newest /opt/wheels/torch-*+cpu-*.whl)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$here/containers.conf}"
-image="${IMG:-localhost/pytorchjob-mnist/trainer:dev-cpu}"
+variant="${VARIANT:-cpu}"
+image="${IMG:-localhost/pytorchjob-mnist/trainer:dev-$variant}"
 
-wheel="${TORCH_WHEEL:-$(find /opt/wheels -maxdepth 1 -name 'torch-*+cpu-*.whl' 2>/dev/null | sort -V | tail -n 1)}"
-if [[ -z "$wheel" || ! -f "$wheel" ]]; then
-  echo "no CPU torch wheel found: set TORCH_WHEEL=/path/to/torch-<version>+cpu-<tags>.whl" >&2
-  exit 2
-fi
-# torch-2.13.0+cpu-cp311-... -> 2.13.0; the Dockerfile pins torch==TORCH_VERSION, which the +cpu wheel satisfies.
-torch_version=$(basename "$wheel" | sed -n 's/^torch-\([0-9.]*\)+cpu-.*/\1/p')
-ln -f "$wheel" "$repo/docker/wheels/" 2>/dev/null || cp -f "$wheel" "$repo/docker/wheels/"
+cleanup=()
+trap 'rm -f "${cleanup[@]}"' EXIT
+variant_args=()
+case "$variant" in
+  cpu)
+    wheel="${TORCH_WHEEL:-$(find /opt/wheels -maxdepth 1 -name 'torch-*+cpu-*.whl' 2>/dev/null | sort -V | tail -n 1)}"
+    if [[ -z "$wheel" || ! -f "$wheel" ]]; then
+      echo "no CPU torch wheel found: set TORCH_WHEEL=/path/to/torch-<version>+cpu-<tags>.whl" >&2
+      exit 2
+    fi
+    # torch-2.13.0+cpu-cp311-... -> 2.13.0; the Dockerfile pins torch==TORCH_VERSION, which the +cpu wheel satisfies.
+    torch_version=$(basename "$wheel" | sed -n 's/^torch-\([0-9.]*\)+cpu-.*/\1/p')
+    staged="$repo/docker/wheels/$(basename "$wheel")"
+    if [[ ! -e "$staged" ]]; then
+      # Staged for this build only: left behind, it would satisfy a later cuda build's torch pin.
+      cleanup+=("$staged")
+      ln "$wheel" "$staged" 2>/dev/null || cp "$wheel" "$staged"
+    fi
+    # PyTorch's CPU index is unreachable here: ask PyPI for torch (the local +cpu wheel outranks PyPI's
+    # CUDA build of the same version) and for torchvision, whose PyPI build matches torch's version.
+    variant_args=(--build-arg "TORCH_VERSION=$torch_version" --build-arg "TORCH_INDEX_URL=https://pypi.org/simple")
+    ;;
+  cuda) ;;
+  *) echo "VARIANT must be cpu or cuda, got '$variant'" >&2; exit 2 ;;
+esac
 
 base_image=$("$here/offline-base.sh")
 # This sandbox reaches PyPI through a TLS-intercepting proxy whose CA is in the host's bundle: hand both
 # to the build as secrets (docker/Dockerfile), so neither lands in an image layer.
 ca_bundle="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
 pip_conf=$(mktemp)
-trap 'rm -f "$pip_conf"' EXIT
+cleanup+=("$pip_conf")
 printf '[global]\ncert = /run/secrets/ca-bundle\n' > "$pip_conf"
 
-# PyTorch's CPU index is unreachable here: ask PyPI for torch (the local +cpu wheel outranks PyPI's
-# CUDA build of the same version) and for torchvision, whose PyPI build matches torch's version.
-CONTAINER_TOOL=podman VARIANT=cpu IMG="$image" "$repo/ci/build-image.sh" \
+CONTAINER_TOOL=podman VARIANT="$variant" IMG="$image" "$repo/ci/build-image.sh" \
   --build-arg "BASE_IMAGE=$base_image" \
-  --build-arg "TORCH_VERSION=$torch_version" \
-  --build-arg "TORCH_INDEX_URL=https://pypi.org/simple" \
+  "${variant_args[@]}" \
   --secret "id=pip.conf,src=$pip_conf" \
   --secret "id=ca-bundle,src=$ca_bundle" \
   "$@"

@@ -1,4 +1,5 @@
-"""Build the CPU image with rootful podman (ci/podman/build-offline.sh) and run a 2-replica DDP job in it.
+"""Build the CPU and CUDA images with rootful podman (ci/podman/build-offline.sh) and run a 2-replica
+DDP job in each.
 
 The job is what the training-operator makes of the chart's default PyTorchJob, minus Kubernetes: a
 `<job>-master-0` and a `<job>-worker-0` container on one user-created network that resolve each other
@@ -9,13 +10,16 @@ host directory as the "PVC".
 It runs wherever rootful podman and debootstrap are installed (`.ci/run` installs them on Debian) and
 skips, saying what is missing, elsewhere; PODMAN_SMOKE=0 opts out. Measured on the 2-core
 sandbox (shared with other jobs): debootstrap base 2.1 min (then cached as an image tag until
-ci/podman/offline-base.sh changes), image build 3.6 min cold / 2-3 min after a trainer change (torch's
+ci/podman/offline-base.sh changes), CPU image build 3.6 min cold / 2-3 min after a trainer change (torch's
 layer cached) / 40 s when nothing changed, DDP run 0.7 min: about 6.5 min cold, 1.5-3.7 min warm.
+The CUDA image (about 6 GB, its wheels from PyPI) adds about 5.5 min cold, build and job.
 
-This sandbox cannot reach download.pytorch.org, so the build takes torch from the local CPU wheel and
-torchvision from PyPI, whose Linux build is linked against CUDA torch and cannot load beside it. The
-job therefore trains on `digits` (scikit-learn's bundled data), which never imports torchvision; the
-published CPU image gets torchvision's CPU build from the PyTorch index.
+This sandbox cannot reach download.pytorch.org, so the CPU build takes torch from the local CPU wheel
+and torchvision from PyPI, whose Linux build is linked against CUDA torch and cannot load beside it.
+That job therefore trains on `digits` (scikit-learn's bundled data), which never imports torchvision;
+the published CPU image gets torchvision's CPU build from the PyTorch index. The CUDA image is PyPI's
+torch and torchvision as published; with no GPU here it trains on the CPU, and its job reads
+FashionMNIST IDX files through torchvision's loader.
 """
 from __future__ import annotations
 
@@ -26,16 +30,20 @@ import shutil
 import subprocess
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
 from tests.support.helm import REPO
+from trainer.benchmark import write_idx_dataset
+from trainer.data import load
 
 PODMAN_DIR = REPO / "ci" / "podman"
 # Each session tags its own build, so two test runs sharing one podman store (a developer's and CI's)
-# never inspect each other's image; CACHE_ANCHOR keeps the newest build's layers for the next run's cache.
-CACHE_ANCHOR = "localhost/pytorchjob-mnist/trainer:smoke-cpu"
+# never inspect each other's image; CACHE_ANCHOR keeps each variant's newest build for the next run's cache.
+CACHE_ANCHOR = "localhost/pytorchjob-mnist/trainer:smoke-{variant}"
+# The CUDA build holds its venv in a build stage and in the image, beside pip's cache of the wheels.
+CUDA_BUILD_FREE_BYTES = 25 * 2**30
 CACHE_DIR = "/var/cache/trainer"  # the chart's scratch.cachePath and the image's XDG_CACHE_HOME
 PYPROJECT_VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
 
@@ -50,11 +58,11 @@ def podman(*args: str, check: bool = True, timeout: float = 600) -> subprocess.C
     return subprocess.run(["podman", *args], capture_output=True, text=True, env=podman_env(), check=check, timeout=timeout)
 
 
-def skip_reason() -> str | None:
+def podman_missing() -> str | None:
     if os.environ.get("PODMAN_SMOKE") == "0":
-        return "PODMAN_SMOKE=0 opts out of building the CPU image with podman and running a DDP job in it"
+        return "PODMAN_SMOKE=0 opts out of building the images with podman and running DDP jobs in them"
     if shutil.which("podman") is None:
-        return "podman is not installed (apt-get install -y podman runc debootstrap); it builds and runs the image here"
+        return "podman is not installed (apt-get install -y podman runc debootstrap); it builds and runs the images here"
     if os.geteuid() != 0:
         return "needs rootful podman (run as root): rootless podman cannot debootstrap or import the offline base"
     if shutil.which("debootstrap") is None:
@@ -63,27 +71,51 @@ def skip_reason() -> str | None:
                           capture_output=True, text=True, env=podman_env())
     if info.returncode != 0 or info.stdout.strip() != "false":
         return f"podman is not usable rootful: {info.stderr.strip() or info.stdout.strip()}"
-    if not os.environ.get("TORCH_WHEEL") and not list(Path("/opt/wheels").glob("torch-*+cpu-*.whl")):
-        return "no local CPU torch wheel (/opt/wheels or TORCH_WHEEL): the offline build needs one"
     return None
+
+
+def cpu_build_missing() -> str | None:
+    if not os.environ.get("TORCH_WHEEL") and not list(Path("/opt/wheels").glob("torch-*+cpu-*.whl")):
+        return "no local CPU torch wheel (/opt/wheels or TORCH_WHEEL): the offline CPU build needs one"
+    return None
+
+
+def cuda_build_missing() -> str | None:
+    store = podman("info", "--format", "{{.Store.GraphRoot}}").stdout.strip()
+    free = shutil.disk_usage(store).free
+    if free < CUDA_BUILD_FREE_BYTES:
+        return (f"the CUDA image build needs {CUDA_BUILD_FREE_BYTES / 2**30:.0f} GiB free in podman's store "
+                f"{store}, which has {free / 2**30:.1f} GiB")
+    return None
+
+
+def built_image(variant: str, missing: Callable[[], str | None]) -> Iterator[str]:
+    """Build `variant` for this test session; afterwards its tag becomes the variant's cache anchor."""
+    reason = podman_missing() or missing()
+    if reason:
+        pytest.skip(reason)
+    anchor = CACHE_ANCHOR.format(variant=variant)
+    tag = f"{anchor}-{uuid.uuid4().hex[:8]}"
+    build = subprocess.run([str(PODMAN_DIR / "build-offline.sh")], capture_output=True, text=True,
+                           env={**podman_env(), "IMG": tag, "VARIANT": variant}, timeout=2400)
+    assert build.returncode == 0, f"{variant} image build failed:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}"
+    yield tag
+    previous = podman("image", "inspect", "--format", "{{.Id}}", anchor, check=False).stdout.strip()
+    podman("tag", tag, anchor, check=False)
+    podman("untag", tag, tag, check=False)
+    # The anchor's previous build is now untagged: remove it, or every run leaves its layers behind.
+    if previous and previous != podman("image", "inspect", "--format", "{{.Id}}", anchor, check=False).stdout.strip():
+        podman("rmi", previous, check=False)
 
 
 @pytest.fixture(scope="module")
 def image() -> Iterator[str]:
-    reason = skip_reason()
-    if reason:
-        pytest.skip(reason)
-    tag = f"{CACHE_ANCHOR}-{uuid.uuid4().hex[:8]}"
-    build = subprocess.run([str(PODMAN_DIR / "build-offline.sh")], capture_output=True, text=True,
-                           env={**podman_env(), "IMG": tag}, timeout=1800)
-    assert build.returncode == 0, f"image build failed:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}"
-    yield tag
-    previous = podman("image", "inspect", "--format", "{{.Id}}", CACHE_ANCHOR, check=False).stdout.strip()
-    podman("tag", tag, CACHE_ANCHOR, check=False)
-    podman("untag", tag, tag, check=False)
-    # The anchor's previous build is now untagged: remove it, or every run leaves its layers behind.
-    if previous and previous != podman("image", "inspect", "--format", "{{.Id}}", CACHE_ANCHOR, check=False).stdout.strip():
-        podman("rmi", previous, check=False)
+    yield from built_image("cpu", cpu_build_missing)
+
+
+@pytest.fixture(scope="module")
+def cuda_image() -> Iterator[str]:
+    yield from built_image("cuda", cuda_build_missing)
 
 
 def test_dockerfile_refuses_an_unknown_variant(image: str):
@@ -117,10 +149,10 @@ def test_image_has_the_cpu_torch_build(image: str):
     assert version.endswith("+cpu") and cuda == "False", probe.stdout
 
 
-def test_ddp_job_with_the_operator_env_contract(image: str, tmp_path: Path):
+def run_ddp_job(image: str, output: Path, *trainer_args: str, volumes: tuple[str, ...] = ()) -> tuple[str, Path]:
+    """Run the 2-replica job to the end; returns the master's log and its model directory."""
     job = f"smoke-{uuid.uuid4().hex[:8]}"
     network = f"{job}-net"
-    output = tmp_path / "pvc"
     output.mkdir()
     os.chown(output, 1000, 1000)
     replicas = {f"{job}-master-0": 0, f"{job}-worker-0": 1}
@@ -131,12 +163,11 @@ def test_ddp_job_with_the_operator_env_contract(image: str, tmp_path: Path):
                 "run", "--detach", "--name", name, "--network", network,
                 "--user", "1000:1000", "--read-only",
                 "--tmpfs", "/tmp", "--tmpfs", f"{CACHE_DIR}:rw,mode=1777",
-                "--volume", f"{output}:/pvc",
+                "--volume", f"{output}:/pvc", *(arg for volume in volumes for arg in ("--volume", volume)),
                 # What the training-operator injects for a 1 Master + 1 Worker PyTorchJob.
                 "--env", f"MASTER_ADDR={job}-master-0", "--env", "MASTER_PORT=23456",
                 "--env", "WORLD_SIZE=2", "--env", f"RANK={rank}", "--env", "PYTHONUNBUFFERED=1",
-                image,
-                "--dataset", "digits", "--epochs", "5", "--threads", "1", "--pg-timeout", "120",
+                image, *trainer_args, "--epochs", "5", "--threads", "1", "--pg-timeout", "120",
                 "--output-dir", f"/pvc/{name}/model", "--log-dir", f"/pvc/{name}/logs",
                 "--checkpoint-dir", f"/pvc/{name}/checkpoints",
             )
@@ -148,16 +179,41 @@ def test_ddp_job_with_the_operator_env_contract(image: str, tmp_path: Path):
             podman("rm", "--force", name, check=False)
         podman("network", "rm", "--force", network, check=False)
 
-    master_log = logs[f"{job}-master-0"]
+    master, worker = replicas
+    master_log = logs[master]
     assert re.search(r"^Train Epoch: 1 \[\d+/\d+ \(\d+%\)\]\tloss=\d", master_log, re.M)
     assert re.search(r"^epoch=5 accuracy=0\.\d+ val_loss=\d", master_log, re.M), "Katib StdOut metric line"
     assert "{metricName: accuracy, metricValue:" in master_log
+    assert list((output / master / "checkpoints").glob("checkpoint-*.pt")), "rank 0 checkpoints"
+    # Only rank 0 writes the model.
+    assert not (output / worker / "model" / "mnist_cnn.pt").exists()
+    model_dir = output / master / "model"
+    assert (model_dir / "mnist_cnn.pt").stat().st_size > 1_000_000  # 431,080 float32 parameters
+    return master_log, model_dir
 
-    model_dir = output / f"{job}-master-0" / "model"
+
+def test_ddp_job_with_the_operator_env_contract(image: str, tmp_path: Path):
+    _, model_dir = run_ddp_job(image, tmp_path / "pvc", "--dataset", "digits")
     metrics = json.loads((model_dir / "metrics.json").read_text())
     assert metrics["world_size"] == 2 and metrics["dataset"] == "digits" and metrics["epochs"] == 5
-    assert (model_dir / "mnist_cnn.pt").stat().st_size > 1_000_000  # 431,080 float32 parameters
     assert metrics["accuracy"] > 0.5, "5 epochs on digits learn something; chance is 0.1"
-    assert list((output / f"{job}-master-0" / "checkpoints").glob("checkpoint-*.pt")), "rank 0 checkpoints"
-    # Only rank 0 writes the model.
-    assert not (output / f"{job}-worker-0" / "model" / "mnist_cnn.pt").exists()
+
+
+def test_cuda_image_has_the_cuda_torch_build(cuda_image: str):
+    probe = podman("run", "--rm", "--entrypoint", "python", cuda_image, "-c",
+                   "import torch, torch.distributed as dist, torchvision, trainer; "
+                   "print(torch.version.cuda, torch.backends.cudnn.version(), dist.is_nccl_available())")
+    cuda, cudnn, nccl = probe.stdout.split()
+    assert cuda != "None" and cudnn != "None" and nccl == "True", probe.stdout
+
+
+def test_cuda_image_ddp_job_reads_fashion_mnist_files(cuda_image: str, tmp_path: Path):
+    """torchvision's FashionMNIST loader inside the image, on IDX files made from `digits` (no download here)."""
+    data = tmp_path / "data"
+    write_idx_dataset(data, load("digits", tmp_path, download=False))
+    log, model_dir = run_ddp_job(cuda_image, tmp_path / "pvc", "--dataset", "fashion-mnist", "--data-dir", "/data",
+                                 volumes=(f"{data}:/data:ro",))
+    assert "Device: cpu" in log, "no GPU here: the CUDA build falls back to the CPU"
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    assert metrics["dataset"] == "fashion-mnist" and metrics["test_samples"] == 359  # digits' test split
+    assert metrics["accuracy"] > 0.5, "5 epochs on digits learn something; chance is 0.1"
