@@ -21,6 +21,11 @@ from trainer.runtime import configure_threads, retain_freed_memory
 
 MODEL_FILE = "mnist_cnn.pt"
 METRICS_FILE = "metrics.json"
+# Exit codes for the training-operator's `restartPolicy: ExitCode`, which fails the job on 1-127 and
+# recreates the pod on 128-255. Bad settings, a missing dataset and divergence fail the same way on
+# every restart; anything else (a lost peer above all: gloo and NCCL raise plain RuntimeErrors) may not.
+EXIT_PERMANENT = 1
+EXIT_RETRYABLE = 128
 
 
 def _checked(convert, accept, requirement: str):
@@ -244,7 +249,10 @@ def main(argv: list[str] | None = None) -> int:
         run(args)
     except (LaunchError, datasets.DatasetUnavailable, NonFiniteLoss, IncompatibleCheckpoint) as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
-        return 1
+        return EXIT_PERMANENT
+    except Exception:
+        sys.excepthook(*sys.exc_info())
+        return EXIT_RETRYABLE
     return 0
 
 

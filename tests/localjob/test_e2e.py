@@ -102,8 +102,10 @@ def test_the_helm_test_check_passes_on_the_result(undisturbed_run):
     assert "OK: accuracy" in result.stdout
 
 
-def test_master_killed_once_is_restarted_and_resumes(tmp_path):
-    runner = start_runner(tmp_path, "--set", "training.epochs=4")
+@pytest.mark.parametrize("policy", ["OnFailure", "ExitCode"])
+def test_master_killed_once_is_restarted_and_resumes(tmp_path, policy):
+    """Under ExitCode too: the Worker's lost-peer error exits with the trainer's retryable code."""
+    runner = start_runner(tmp_path, "--set", "training.epochs=4", "--set", f"restartPolicy={policy}")
     checkpoints = tmp_path / "mnist" / RUN_SUBDIR / "checkpoints"
     pid_file = tmp_path / "mnist/pods/mnist-master-0/pid"
     while not list(checkpoints.glob("checkpoint-*.pt")):
@@ -117,6 +119,17 @@ def test_master_killed_once_is_restarted_and_resumes(tmp_path):
     assert re.search(r"PyTorchJob mnist Succeeded: the Master succeeded \(restarts: [12],", output), output
     metrics = json.loads((tmp_path / "mnist" / RUN_SUBDIR / "model/metrics.json").read_text())
     assert metrics["epochs"] == 4
+
+
+def test_divergence_fails_at_once_under_restart_policy_exit_code(tmp_path):
+    """Every restart would diverge again: the trainer's permanent exit code ends the job without one."""
+    runner = start_runner(tmp_path, "--set", "restartPolicy=ExitCode", "--set-string", "training.lr=1e12",
+                          "--set", "training.momentum=0.9")
+    output = finish(runner)
+    assert runner.returncode == 1, output
+    assert "the model diverged. Lower --lr" in output
+    assert re.search(r"PyTorchJob mnist Failed: mnist-(master|worker)-0 exited with code 1 and restartPolicy "
+                     r"ExitCode does not restart it", output), output
 
 
 def test_elastic_torchrun_setup_succeeds(tmp_path):
