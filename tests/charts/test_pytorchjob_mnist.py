@@ -578,27 +578,23 @@ def test_argocd_example_skips_dry_run_and_helm_tests(rendered):
     assert not by_kind(docs, "Pod")
 
 
-def test_notes_tell_the_user_what_to_run(helm):
-    if helm.name == "helm3":
-        pytest.skip("Helm 3 needs a reachable cluster to print NOTES (install --dry-run); Helm 4 covers it")
-    result = helm.run("install", "mnist", str(CHART), "--dry-run=client", "--namespace", "ml",
-                      "--set", "tensorboard.enabled=true")
-    notes = result.stdout.split("NOTES:", 1)[1]
-    for command in ("kubectl get pytorchjobs mnist -n ml", "kubectl logs -f mnist-master-0 -n ml",
-                    "kubectl wait pytorchjob/mnist -n ml --for=condition=Succeeded",
-                    "helm test mnist -n ml --logs --timeout 1860s",
-                    "kubectl port-forward -n ml svc/mnist-tensorboard 6006:6006",
-                    "kubectl delete pvc mnist-storage -n ml"):
-        assert command in notes, command
-    assert "kubectl delete pv " not in notes, "a new claim's volume is the provisioner's to delete"
-    assert "all 2 pods run on one node" in notes and "ReadWriteMany" in notes
-
-
 def notes(helm, *args: str) -> str:
     if helm.name == "helm3":
         pytest.skip("Helm 3 needs a reachable cluster to print NOTES (install --dry-run); Helm 4 covers it")
     result = helm.run("install", "mnist", str(CHART), "--dry-run=client", "--namespace", "ml", *args)
     return result.stdout.split("NOTES:", 1)[1]
+
+
+def test_notes_tell_the_user_what_to_run(helm):
+    text = notes(helm, "--set", "tensorboard.enabled=true")
+    for command in ("kubectl get pytorchjobs mnist -n ml", "kubectl logs -f mnist-master-0 -n ml",
+                    "kubectl wait pytorchjob/mnist -n ml --for=condition=Succeeded",
+                    "helm test mnist -n ml --logs --timeout 1860s",
+                    "kubectl port-forward -n ml svc/mnist-tensorboard 6006:6006",
+                    "kubectl delete pvc mnist-storage -n ml"):
+        assert command in text, command
+    assert "kubectl delete pv " not in text, "a new claim's volume is the provisioner's to delete"
+    assert "all 2 pods run on one node" in text and "ReadWriteMany" in text
 
 
 def test_notes_helm_test_timeout_outlasts_the_test_pods_wait(helm):

@@ -61,16 +61,19 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/*
-"true" when every pod that mounts the volume must run on one node: persistence.singleNode, else
-auto: a hostPath volume (one node's directory), an existing claim (its access modes are unknown)
-or a new claim without ReadWriteMany. A ReadWriteOnce volume attaches to one node only, and the
-scheduler does not co-locate its users by itself: a pod on another node fails with Multi-Attach.
+Why every pod that mounts the volume must run on one node, empty when they need not:
+"singleNode" (persistence.singleNode=true), else auto: "existingClaim" (its access modes are
+unknown), "hostPath" (one node's directory) or "accessModes" (a new claim without ReadWriteMany).
+A ReadWriteOnce volume attaches to one node only, and the scheduler does not co-locate its users
+by itself: a pod on another node fails with Multi-Attach.
 */}}
 {{- define "pytorchjob-mnist.singleNode" -}}
 {{- $p := .Values.persistence }}
 {{- if not $p.enabled }}
-{{- else if not (kindIs "invalid" $p.singleNode) }}{{ if $p.singleNode }}true{{ end }}
-{{- else if or $p.existingClaim $p.hostPath.path (not (has "ReadWriteMany" $p.create.accessModes)) }}true
+{{- else if not (kindIs "invalid" $p.singleNode) }}{{ if $p.singleNode }}singleNode{{ end }}
+{{- else if $p.existingClaim }}existingClaim
+{{- else if $p.hostPath.path }}hostPath
+{{- else if not (has "ReadWriteMany" $p.create.accessModes) }}accessModes
 {{- end }}
 {{- end }}
 
@@ -106,6 +109,25 @@ TensorBoard and the test pod can join the trainers on a single-node volume's GPU
 {{- $tolerations = append $tolerations (dict "key" "nvidia.com/gpu" "operator" "Exists" "effect" "NoSchedule") }}
 {{- end }}
 {{- with $tolerations }}{{ toYaml . }}{{ end }}
+{{- end }}
+
+{{/*
+Where a pod that mounts the volume may run (trainers, TensorBoard, test): nodeSelector,
+tolerations and affinity, at column 0.
+*/}}
+{{- define "pytorchjob-mnist.placement" -}}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with include "pytorchjob-mnist.tolerations" . }}
+tolerations:
+  {{- . | nindent 2 }}
+{{- end }}
+{{- with include "pytorchjob-mnist.affinity" . }}
+affinity:
+  {{- . | nindent 2 }}
+{{- end }}
 {{- end }}
 
 {{/* Cluster-scoped, so the namespace is part of the name. */}}
@@ -193,18 +215,7 @@ spec:
   {{- with .Values.priorityClassName }}
   priorityClassName: {{ . }}
   {{- end }}
-  {{- with .Values.nodeSelector }}
-  nodeSelector:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
-  {{- with include "pytorchjob-mnist.tolerations" . }}
-  tolerations:
-    {{- . | nindent 4 }}
-  {{- end }}
-  {{- with include "pytorchjob-mnist.affinity" . }}
-  affinity:
-    {{- . | nindent 4 }}
-  {{- end }}
+  {{- with include "pytorchjob-mnist.placement" . | trim }}{{ . | nindent 2 }}{{ end }}
   containers:
     - name: pytorch
       image: {{ include "pytorchjob-mnist.image" . | quote }}
@@ -235,10 +246,8 @@ spec:
       {{- $env := list }}
       {{- range $chartEnv }}{{ if not (has .name $userEnv) }}{{ $env = append $env . }}{{ end }}{{ end }}
       {{- $env = concat $env (default list .Values.env) }}
-      {{- with $env }}
       env:
-        {{- toYaml . | nindent 8 }}
-      {{- end }}
+        {{- toYaml $env | nindent 8 }}
       ports:
         - name: pytorchjob-port
           containerPort: 23456

@@ -100,13 +100,14 @@ helm.sh/resource-policy: keep
 {{- if gt (len (include "training-operator.webhookSecretName" .)) 63 }}
 {{- fail "the webhook Secret name exceeds 63 characters: shorten the release name or set fullnameOverride" }}
 {{- end }}
-{{- $ports := list (list "webhook.port" .Values.webhook.port) (list "metrics.port" .Values.metrics.port) (list "healthPort" .Values.healthPort) }}
-{{- range $i, $a := $ports }}
-{{- range $b := slice $ports (add1 $i) }}
-{{- if eq (int (index $a 1)) (int (index $b 1)) }}
-{{- fail (printf "%s and %s are both %d: the operator's servers cannot share a port; give each its own" (index $a 0) (index $b 0) (int (index $a 1))) }}
+{{- $seen := dict }}
+{{- range list (list "webhook.port" .Values.webhook.port) (list "metrics.port" .Values.metrics.port) (list "healthPort" .Values.healthPort) }}
+{{- $value := index . 0 }}
+{{- $port := int (index . 1) }}
+{{- with get $seen (toString $port) }}
+{{- fail (printf "%s and %s are both %d: the operator's servers cannot share a port; give each its own" . $value $port) }}
 {{- end }}
-{{- end }}
+{{- $_ := set $seen (toString $port) $value }}
 {{- end }}
 {{- end }}
 
