@@ -201,8 +201,6 @@ def run(args: argparse.Namespace) -> dict:
         torch.manual_seed(args.seed)  # identical initial weights on every rank
         net = Net().to(ctx.device, memory_format=MEMORY_FORMAT)
         store = CheckpointStore(args.checkpoint_dir, args.keep_checkpoints) if args.checkpoint_dir else None
-        if store is not None and ctx.is_main:  # rank 0 writes every checkpoint, and none is under way
-            store.remove_partial_writes()
         trainer = Trainer(net, data, ctx, train_config(args), reporter, store)
         trainer.resume()
         result = trainer.fit()

@@ -9,6 +9,11 @@ from typing import BinaryIO, Callable
 _TEMP_SUFFIX = ".tmp"
 
 
+def _temp_prefix(name: str) -> str:
+    """Temp files of writes to `name` are hidden files beginning with this."""
+    return f".{name}."
+
+
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
     """Write through `write` into a temp file in the same directory, fsync, then rename.
 
@@ -17,7 +22,7 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=_TEMP_SUFFIX, dir=path.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path.name), suffix=_TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
@@ -34,7 +39,7 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
 def remove_partial_writes(directory: str | Path, name_pattern: str) -> list[Path]:
     """Delete the temp files of atomic writes to `name_pattern` (a glob) whose process was killed
     before it could clean up; call it only where no such write is in progress."""
-    stale = sorted(Path(directory).glob(f".{name_pattern}.*{_TEMP_SUFFIX}"))
+    stale = sorted(Path(directory).glob(f"{_temp_prefix(name_pattern)}*{_TEMP_SUFFIX}"))
     for path in stale:
         path.unlink(missing_ok=True)
     return stale

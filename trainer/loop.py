@@ -172,7 +172,10 @@ class Trainer:
         so workers need no shared volume."""
         if self.store is None:
             return
-        path, state = self.store.load_latest() if self.ctx.is_main else (None, None)
+        path, state = None, None
+        if self.ctx.is_main:
+            self.store.remove_partial_writes()  # rank 0 writes every checkpoint, and none is under way
+            path, state = self.store.load_latest()
         path, state = self.ctx.broadcast_from_main((path, state))
         if state is None:
             return
@@ -210,7 +213,7 @@ class Trainer:
             return
         # Every rank checks (the weights are identical), so all stop together. A checkpoint of
         # diverged weights would make every restart fail again.
-        if not all(bool(param.isfinite().all()) for param in self.net.parameters()):
+        if not bool(torch.stack([param.isfinite().all() for param in self.net.parameters()]).all()):  # one sync
             raise self._diverged(
                 f"the weights became non-finite by step {self.progress.step}, so no checkpoint was written")
         if self.ctx.is_main:
@@ -246,7 +249,6 @@ class Trainer:
         self.net.train()
         started = time.perf_counter()
         for index, batch in enumerate(batches, start=first):
-            samples_done = p.consumed
             lr = lr_at(config, p.step, self.total_steps)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
@@ -254,12 +256,13 @@ class Trainer:
             window_loss += loss.detach()
             window_steps += 1
             p.step += 1
-            p.consumed += len(batch) * ctx.world_size
-            p.train_images += len(batch) * ctx.world_size
+            taken = len(batch) * ctx.world_size
+            p.consumed += taken
+            p.train_images += taken
             if index % config.log_interval == 0:
                 mean_loss = self._window_mean(window_loss, window_steps, p.epoch, index)
                 self.reporter.train_progress(
-                    p.epoch, index, num_batches, samples_done, len(labels), mean_loss, p.step, lr,
+                    p.epoch, index, num_batches, p.consumed - taken, len(labels), mean_loss, p.step, lr,
                 )
                 window_loss.zero_()
                 window_steps = 0
