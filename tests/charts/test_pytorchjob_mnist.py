@@ -619,9 +619,9 @@ def test_notes_do_not_offer_to_delete_an_existing_claim_or_spread_a_lone_master(
 def test_notes_warn_that_exit_code_never_retries_a_torchrun_pod(helm):
     """torchrun exits 1 for any failed worker, which restartPolicy ExitCode treats as permanent."""
     warning = "Set restartPolicy=OnFailure to retry"
-    assert warning in notes(helm, "--set", "torchrun.enabled=true", "--set", "restartPolicy=ExitCode").replace("\n", " ")
-    assert warning not in notes(helm, "--set", "restartPolicy=ExitCode").replace("\n", " ")
-    assert warning not in notes(helm, "--set", "torchrun.enabled=true").replace("\n", " ")
+    assert warning in notes(helm, "--set", "torchrun.enabled=true", "--set", "restartPolicy=ExitCode")
+    assert warning not in notes(helm, "--set", "restartPolicy=ExitCode")
+    assert warning not in notes(helm, "--set", "torchrun.enabled=true")
 
 
 # --- fail guards and schema refusals: each message names the value and the fix ----------------------
