@@ -102,12 +102,12 @@ helm.sh/resource-policy: keep
 {{- end }}
 {{- $seen := dict }}
 {{- range list (list "webhook.port" .Values.webhook.port) (list "metrics.port" .Values.metrics.port) (list "healthPort" .Values.healthPort) }}
-{{- $value := index . 0 }}
+{{- $name := index . 0 }}
 {{- $port := int (index . 1) }}
 {{- with get $seen (toString $port) }}
-{{- fail (printf "%s and %s are both %d: the operator's servers cannot share a port; give each its own" . $value $port) }}
+{{- fail (printf "%s and %s are both %d: the operator's servers cannot share a port; give each its own" . $name $port) }}
 {{- end }}
-{{- $_ := set $seen (toString $port) $value }}
+{{- $_ := set $seen (toString $port) $name }}
 {{- end }}
 {{- end }}
 
