@@ -239,7 +239,9 @@ class Trainer:
         p, config, ctx = self.progress, self.config, self.ctx
         images, labels = self.data.train_images, self.data.train_labels
         shard = epoch_shard(len(labels), config.seed, p.epoch, ctx.rank, ctx.world_size, start=p.consumed)
-        batches = shard.to(ctx.device).split(config.batch_size)
+        # Empty when a step checkpoint fell on the epoch's last batch and the job stopped before
+        # the epoch's end; split would still yield one empty batch, whose loss is NaN.
+        batches = shard.to(ctx.device).split(config.batch_size) if len(shard) else ()
         # Batches of this epoch run before a resume (exact unless the world size changed), so
         # progress lines and log intervals continue where they were.
         first = p.consumed // (config.batch_size * ctx.world_size)

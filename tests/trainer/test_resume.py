@@ -115,6 +115,21 @@ def test_resume_refuses_fewer_epochs_than_the_checkpoint_trained(tmp_path, epoch
         assert reader.fit().accuracy == 0.5
 
 
+def test_resume_after_the_epochs_last_step_evaluates_without_training(tmp_path):
+    # A step checkpoint on the epoch's last batch, then a stop before the epoch-end checkpoint.
+    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    store = CheckpointStore(tmp_path, keep=3)
+    writer = Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(False, None), store)
+    writer.progress.step, writer.progress.consumed = writer.batches_per_epoch, TRAIN_SIZE
+    writer._checkpoint()
+    reader = RecordingTrainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(False, None), store)
+    reader.resume()
+    result = reader.fit()
+    assert reader.samples == []
+    assert result.count == 10 and 0.0 <= result.accuracy <= 1.0
+    assert reader.progress.epoch == 2 and reader.progress.step == writer.batches_per_epoch
+
+
 def test_resume_at_another_world_size_trains_each_remaining_sample_once(tmp_path, capsys):
     two_ranks = tmp_path / "two"
     two_ranks.mkdir()
