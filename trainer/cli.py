@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     out = p.add_argument_group("outputs and restarts")
     out.add_argument("--output-dir", default=None, metavar="DIR",
                      help=f"write {MODEL_FILE} and {METRICS_FILE} here (rank 0)")
+    out.add_argument("--run-id", default=None, metavar="ID",
+                     help=f"recorded in {METRICS_FILE}, so a check can tell this run's results from an "
+                          "earlier run's in the same --output-dir (default: none)")
     out.add_argument("--checkpoint-dir", default=None, metavar="DIR",
                      help="write checkpoints here and resume from the newest valid one on start")
     out.add_argument("--checkpoint-every", type=_non_negative_int, default=500, metavar="STEPS",
@@ -204,6 +207,7 @@ def run(args: argparse.Namespace) -> dict:
         result = trainer.fit()
         progress = trainer.progress
         metrics = {
+            "run_id": args.run_id,
             "dataset": data.name,
             "epochs": args.epochs,
             "world_size": ctx.world_size,

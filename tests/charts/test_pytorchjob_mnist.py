@@ -560,10 +560,28 @@ def test_helm_test_pod_checks_this_runs_model_dir(default_docs):
     container = pod["spec"]["containers"][0]
     assert container["command"][:2] == ["python", "-c"]
     assert container["command"][2] == (CHART / "files" / "check_run.py").read_text()
-    assert container["args"] == [flag(trainer_container(default_docs)["args"], "--output-dir"), "0.5", "1800"]
+    trainer_args = trainer_container(default_docs)["args"]
+    assert container["args"] == [flag(trainer_args, "--output-dir"), "0.5", "1800", flag(trainer_args, "--run-id")]
     assert container["image"] == trainer_container(default_docs)["image"]
     volume = pod["spec"]["volumes"][0]
     assert volume["persistentVolumeClaim"] == {"claimName": "mnist-storage", "readOnly": True}
+
+
+def test_run_id_changes_with_what_shapes_the_run_and_only_then(helm, tmp_path, default_docs):
+    def run_id(values):
+        return flag(trainer_container(render_with(helm, values, tmp_path))["args"], "--run-id")
+
+    default = flag(trainer_container(default_docs)["args"], "--run-id")
+    assert re.fullmatch(r"[0-9a-f]{16}", default)
+    assert run_id({"tensorboard": {"enabled": True}, "tests": {"minAccuracy": 0.9}}) == default
+    changed = [run_id(values) for values in ({"training": {"epochs": 2}}, {"workers": 2},
+                                             {"image": {"tag": "0.2.0-cpu"}}, {"torchrun": {"enabled": True}})]
+    assert default not in changed and len(set(changed)) == len(changed)
+
+
+def test_helm_test_accepts_any_finished_run_when_args_replace_the_trainers(helm, tmp_path):
+    docs = render_with(helm, {"args": ["--epochs=1"]}, tmp_path)
+    assert one(docs, "Pod")["spec"]["containers"][0]["args"][3] == ""
 
 
 def test_helm_test_pod_image_can_be_replaced(helm, tmp_path):

@@ -14,14 +14,14 @@ from tests.support.helm import REPO
 SCRIPT = (REPO / "charts" / "pytorchjob-mnist" / "files" / "check_run.py").read_text()
 
 
-def check(model_dir, min_accuracy="0.5", timeout="0") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", SCRIPT, str(model_dir), min_accuracy, timeout],
+def check(model_dir, min_accuracy="0.5", timeout="0", run_id="run-b") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", SCRIPT, str(model_dir), min_accuracy, timeout, run_id],
                           capture_output=True, text=True)
 
 
 @pytest.fixture
 def finished_run(tmp_path):
-    (tmp_path / "metrics.json").write_text(json.dumps({"accuracy": 0.9, "val_loss": 0.3}))
+    (tmp_path / "metrics.json").write_text(json.dumps({"run_id": "run-b", "accuracy": 0.9, "val_loss": 0.3}))
     torch.save(torch.nn.Linear(2, 2).state_dict(), tmp_path / "mnist_cnn.pt")
     return tmp_path
 
@@ -46,4 +46,18 @@ def test_missing_model_fails(finished_run):
 def test_unfinished_run_times_out_with_a_hint(tmp_path):
     result = check(tmp_path, timeout="0")
     assert result.returncode == 1
-    assert "metrics.json did not appear within 0s; is the PyTorchJob still running or Failed?" in result.stderr
+    assert "metrics.json of run run-b did not appear within 0s; is the PyTorchJob still running or Failed?" in result.stderr
+
+
+def test_an_earlier_runs_metrics_do_not_pass(finished_run):
+    """After `kubectl delete pytorchjob` and `helm upgrade`, the old run's file is still on the volume."""
+    result = check(finished_run, run_id="run-c")
+    assert result.returncode == 1
+    assert "waiting for run run-c: " in result.stdout and "is from run run-b" in result.stdout
+    assert "metrics.json of run run-c did not appear within 0s" in result.stderr
+
+
+def test_without_a_run_id_any_finished_run_passes(finished_run):
+    """Custom `args` may not pass --run-id to the trainer, so the chart passes an empty one."""
+    result = check(finished_run, run_id="")
+    assert result.returncode == 0, result.stderr

@@ -24,7 +24,8 @@ CHART = REPO / "charts" / "pytorchjob-mnist"
 # Where the chart's paths land under the runner's run dir for release mnist in namespace default.
 RUN_SUBDIR = Path("volumes/mnist-storage/runs/default/mnist")
 KATIB_LINE = re.compile(r"^epoch=\d+ accuracy=\d\.\d{4} val_loss=\d+\.\d{4}$", re.MULTILINE)
-SMALL_DATA = ["--set", "training.dataset=digits", "--set", "training.checkpointEvery=5"]
+SMALL_DATA = {"training.dataset": "digits", "training.checkpointEvery": 5}
+UNDISTURBED = {**SMALL_DATA, "training.epochs": 5}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,8 +41,9 @@ def free_port() -> int:
 
 
 def start_runner(run_dir: Path, *args: str) -> subprocess.Popen:
+    small_data = [arg for key, value in SMALL_DATA.items() for arg in ("--set", f"{key}={value}")]
     command = [sys.executable, "-m", "ci.localjob", "--run-dir", str(run_dir), "--port", str(free_port()),
-               *SMALL_DATA, *args]
+               *small_data, *args]
     return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -53,7 +55,7 @@ def finish(runner: subprocess.Popen) -> str:
 @pytest.fixture(scope="module")
 def undisturbed_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("localjob-e2e")
-    runner = start_runner(run_dir, "--set", "training.epochs=5")
+    runner = start_runner(run_dir, "--set", f"training.epochs={UNDISTURBED['training.epochs']}")
     output = finish(runner)
     return runner.returncode, output, run_dir / "mnist"
 
@@ -92,12 +94,15 @@ def test_model_and_metrics_are_on_the_claim(undisturbed_run):
     assert sorted((run_dir / RUN_SUBDIR / "checkpoints").glob("checkpoint-*.pt")), "checkpoints on the claim"
 
 
-def test_the_helm_test_check_passes_on_the_result(undisturbed_run):
-    """The chart's `helm test` script, run against what the job left on the claim."""
+def test_the_helm_test_check_passes_on_the_result(undisturbed_run, helm):
+    """The chart's `helm test` pod, as rendered for the same values, run against what the job left
+    on the claim: it finds this run's id in metrics.json."""
     _, _, run_dir = undisturbed_run
-    script = (CHART / "files/check_run.py").read_text()
-    result = subprocess.run([sys.executable, "-c", script, str(run_dir / RUN_SUBDIR / "model"), "0.5", "1"],
-                            capture_output=True, text=True)
+    check = next(d for d in helm.render(CHART, set_values=UNDISTURBED) if d["kind"] == "Pod")["spec"]["containers"][0]
+    _, min_accuracy, _, run_id = check["args"]
+    assert json.loads((run_dir / RUN_SUBDIR / "model/metrics.json").read_text())["run_id"] == run_id
+    result = subprocess.run([sys.executable, "-c", check["command"][2], str(run_dir / RUN_SUBDIR / "model"),
+                             min_accuracy, "1", run_id], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "OK: accuracy" in result.stdout
 

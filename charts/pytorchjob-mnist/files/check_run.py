@@ -1,7 +1,8 @@
 """`helm test` check: wait for the run to finish, then verify its model and metrics.
 
-Usage: python -c "<this file>" MODEL_DIR MIN_ACCURACY TIMEOUT_SECONDS
-The trainer writes metrics.json last, so its presence means the run finished.
+Usage: python -c "<this file>" MODEL_DIR MIN_ACCURACY TIMEOUT_SECONDS [RUN_ID]
+The trainer writes metrics.json last, so its presence means a run finished; with RUN_ID, only a
+metrics.json that records that run_id counts, so an earlier run's file on the volume does not.
 """
 import json
 import pathlib
@@ -11,16 +12,30 @@ import time
 model_dir = pathlib.Path(sys.argv[1])
 min_accuracy = float(sys.argv[2])
 deadline = time.monotonic() + float(sys.argv[3])
+run_id = sys.argv[4] if len(sys.argv) > 4 else ""
 metrics_path = model_dir / "metrics.json"
 model_path = model_dir / "mnist_cnn.pt"
 
-while not metrics_path.exists():
+
+def this_runs_metrics():
+    """metrics.json once this run has written it (atomically, so it is never half there), else None."""
+    if not metrics_path.exists():
+        print(f"waiting for {metrics_path} …", flush=True)
+        return None
+    metrics = json.loads(metrics_path.read_text())
+    if run_id and metrics.get("run_id") != run_id:
+        print(f"waiting for run {run_id}: {metrics_path} is from run {metrics.get('run_id')} …", flush=True)
+        return None
+    return metrics
+
+
+while (metrics := this_runs_metrics()) is None:
     if time.monotonic() > deadline:
-        sys.exit(f"FAIL: {metrics_path} did not appear within {sys.argv[3]}s; is the PyTorchJob still running or Failed?")
-    print(f"waiting for {metrics_path} …", flush=True)
+        run = f" of run {run_id}" if run_id else ""
+        sys.exit(f"FAIL: {metrics_path}{run} did not appear within {sys.argv[3]}s; "
+                 "is the PyTorchJob still running or Failed?")
     time.sleep(10)
 
-metrics = json.loads(metrics_path.read_text())
 accuracy = float(metrics["accuracy"])
 print(f"metrics: {json.dumps(metrics, sort_keys=True)}")
 if accuracy < min_accuracy:

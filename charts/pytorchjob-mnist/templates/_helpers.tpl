@@ -145,6 +145,18 @@ affinity:
 {{- printf "%s/datasets" (trimSuffix "/" .Values.persistence.mountPath) }}
 {{- end }}
 
+{{/*
+Names this run's results: a digest of what shapes the run (training values, replicas, processes,
+GPUs, backend, image). The trainer records it in metrics.json, so `helm test` waits for this run's
+file instead of passing on an earlier run's left on the volume.
+*/}}
+{{- define "pytorchjob-mnist.runId" -}}
+{{- dict "training" .Values.training "workers" .Values.workers "torchrun" .Values.torchrun.enabled
+  "nprocPerNode" (include "pytorchjob-mnist.nprocPerNode" .) "gpu" .Values.gpu
+  "backend" (include "pytorchjob-mnist.backend" .) "image" (include "pytorchjob-mnist.image" .)
+  | toJson | sha256sum | trunc 16 }}
+{{- end }}
+
 {{/* Trainer flags generated from .Values.training, as a YAML list. */}}
 {{- define "pytorchjob-mnist.trainerArgs" -}}
 {{- $t := .Values.training }}
@@ -166,7 +178,8 @@ affinity:
   "--log-dir" (printf "%s/tensorboard" $runDir)
   "--checkpoint-dir" (printf "%s/checkpoints" $runDir)
   "--checkpoint-every" (toString $t.checkpointEvery)
-  "--keep-checkpoints" (toString $t.keepCheckpoints)) }}
+  "--keep-checkpoints" (toString $t.keepCheckpoints)
+  "--run-id" (include "pytorchjob-mnist.runId" .)) }}
 {{- if eq (int .Values.gpu) 0 }}
 {{- /* CUDA images expose every GPU of the node unless told otherwise. */}}
 {{- $args = append $args "--no-cuda" }}
