@@ -360,6 +360,7 @@ def test_notes_tell_the_user_what_to_check(helm, tmp_path):
     text = notes()
     assert "kubectl get crd pytorchjobs.kubeflow.org" in text
     assert f"rollout status deployment/{RELEASE}" in text
+    assert "--set image.repository=<registry>/trainer" in text, "the default image is published nowhere"
     assert "WARNING" not in text
     assert "crds.enabled=false" in notes(**{"crds.enabled": False})
 
