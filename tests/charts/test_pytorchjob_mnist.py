@@ -684,6 +684,8 @@ GUARDS = {
                           'persistence.mountPath "/dev/shm" is also the mount path of the /dev/shm emptyDir'),
     "cache-on-volume": ({"scratch": {"cachePath": "/mnt/pytorchjob-mnist"}},
                         'scratch.cachePath "/mnt/pytorchjob-mnist" is also the mount path of persistence.mountPath'),
+    "chart-owned-label": ({"labels": {"app.kubernetes.io/component": "ml"}},
+                          'labels: "app.kubernetes.io/component" is one of the chart\'s own labels'),
     "name-too-long": ({"fullnameOverride": "a" * 56, "workers": 10},
                       'its pod and Service name "' + "a" * 56 + '-worker-9" has 65 characters, the limit is 63; '
                       "set fullnameOverride to a name of at most 54 characters"),
@@ -746,6 +748,7 @@ def test_guards_accept_what_they_do_not_refuse(helm, tmp_path):
         {"training": {"momentum": 0}},
         {"shm": {"enabled": False}, "persistence": {"mountPath": "/dev/shm"}},
         {"persistence": {"mountPath": "/tmp/volume"}},
+        {"labels": {"app.kubernetes.io/part-of": "vision"}},
     ]
     for values in accepted:
         docs = render_with(helm, values, tmp_path)
