@@ -176,6 +176,15 @@ def test_default_release_uses_upstream_names(helm):
     assert one(docs, "Service")["metadata"]["name"] == "training-operator"
 
 
+def test_longest_full_name_renders_valid_objects(helm):
+    """The schema allows 63 characters, and the Secret's name may be longer (253)."""
+    docs = render(helm, fullnameOverride="a" * 63)
+    assert one(docs, "Secret")["metadata"]["name"] == "a" * 63 + "-webhook-cert"
+    for doc in docs:
+        if doc["kind"] not in NOT_BUILTIN:
+            validate_builtin(doc, KUBERNETES_VERSIONS[-1])
+
+
 def test_init_container_template_is_mounted_and_passed(helm):
     docs = render(helm, **{"initContainer.image.registry": "mirror.local", "initContainer.image.tag": "3.21"})
     operator_flags = flags(docs)

@@ -97,9 +97,6 @@ helm.sh/resource-policy: keep
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
 {{- fail (printf "replicaCount=%d needs leaderElection.enabled=true: without it every replica reconciles the same PyTorchJobs" (int .Values.replicaCount)) }}
 {{- end }}
-{{- if gt (len (include "training-operator.webhookSecretName" .)) 63 }}
-{{- fail "the webhook Secret name exceeds 63 characters: shorten the release name or set fullnameOverride" }}
-{{- end }}
 {{- $seen := dict }}
 {{- range list (list "webhook.port" .Values.webhook.port) (list "metrics.port" .Values.metrics.port) (list "healthPort" .Values.healthPort) }}
 {{- $name := index . 0 }}
