@@ -725,6 +725,8 @@ SCHEMA_REFUSALS = {
     "momentum-one-string": ({"training": {"momentum": "1.0"}}, ["momentum"]),
     "momentum-above-one": ({"training": {"momentum": 1.5}}, ["momentum"]),
     "single-node-not-bool": ({"persistence": {"singleNode": "yes"}}, ["singleNode"]),
+    "min-accuracy-above-one-string": ({"tests": {"minAccuracy": "1.5"}}, ["minAccuracy"]),
+    "name-override-not-a-label-value": ({"nameOverride": "My Trainer!"}, ["nameOverride"]),
 }
 
 
@@ -753,8 +755,22 @@ def test_guards_accept_what_they_do_not_refuse(helm, tmp_path):
     for values in accepted:
         docs = render_with(helm, values, tmp_path)
         assert one(docs, "PyTorchJob"), values
+    docs = render_with(helm, {"persistence": {"existingClaim": "data.v2"}, "tests": {"minAccuracy": "0.95"},
+                              "training": {"extraArgs": None}}, tmp_path)
+    assert one(docs, "Pod")["spec"]["containers"][0]["args"][1] == "0.95"
+    assert one(docs, "Pod")["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == "data.v2"
     args = trainer_container(helm.render(CHART, set_values={"training.momentum": "0.95"}))["args"]
     assert flag(args, "--momentum") == "0.95", "decimal strings below 1 from --set still pass"
+
+
+def test_names_that_look_like_numbers_stay_strings(helm, tmp_path):
+    docs = render_with(helm, {"kueue": {"queueName": "123"}, "runPolicy": {"schedulingPolicy": {"queue": "007"}},
+                              "persistence": {"hostPath": {"path": "/srv/mnist", "nodeName": "1234"}}}, tmp_path)
+    job = one(docs, "PyTorchJob")
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "123"
+    assert job["spec"]["runPolicy"]["schedulingPolicy"]["queue"] == "007"
+    terms = one(docs, "PersistentVolume")["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["values"] == ["1234"]
 
 
 def test_kueue_queue_leaves_suspend_to_kueue(rendered):

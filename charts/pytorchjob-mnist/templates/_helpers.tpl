@@ -184,7 +184,7 @@ file instead of passing on an earlier run's left on the volume.
 {{- /* CUDA images expose every GPU of the node unless told otherwise. */}}
 {{- $args = append $args "--no-cuda" }}
 {{- end }}
-{{- toYaml (concat $args $t.extraArgs) }}
+{{- toYaml (concat $args (default list $t.extraArgs)) }}
 {{- end }}
 
 {{/* Container resources with the GPU limit merged in (GPUs belong in limits only). */}}
