@@ -655,6 +655,8 @@ GUARDS = {
     "elastic-min-above-max": ({"torchrun": {"enabled": True},
                                "elasticPolicy": {"enabled": True, "minReplicas": 3, "maxReplicas": 2}},
                               "elasticPolicy.minReplicas (3) is greater than elasticPolicy.maxReplicas (2)"),
+    "etcd-without-host": ({"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True, "rdzvBackend": "etcd"}},
+                          "elasticPolicy.rdzvBackend etcd needs an etcd server, but rdzvHost is empty"),
     "more-processes-than-gpus": ({"gpu": 2, "torchrun": {"enabled": True}, "nprocPerNode": "4"},
                                  "set nprocPerNode to at most 2"),
     "claim-and-host-path": ({"persistence": {"existingClaim": "data", "hostPath": {"path": "/srv"}}},

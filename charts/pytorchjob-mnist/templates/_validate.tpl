@@ -46,6 +46,9 @@ Included once, from pytorchjob.yaml.
 {{- if eq $workers 0 }}
 {{- fail "elasticPolicy.enabled needs at least one Worker (the operator's webhook requires it and the rendezvous runs on worker-0); set workers to 1 or more" }}
 {{- end }}
+{{- if and (ne .Values.elasticPolicy.rdzvBackend "c10d") (not .Values.elasticPolicy.rdzvHost) }}
+{{- fail (printf "elasticPolicy.rdzvBackend %s needs an etcd server, but rdzvHost is empty (the default is worker-0, which runs none); set rdzvHost (and rdzvPort) to your etcd server, or rdzvBackend to c10d" .Values.elasticPolicy.rdzvBackend) }}
+{{- end }}
 {{- $min := .Values.elasticPolicy.minReplicas }}
 {{- $max := .Values.elasticPolicy.maxReplicas }}
 {{- if and (not (kindIs "invalid" $min)) (not (kindIs "invalid" $max)) (gt (int $min) (int $max)) }}
