@@ -34,9 +34,14 @@ case "$variant" in
       cleanup+=("$staged")
       ln "$wheel" "$staged" 2>/dev/null || cp "$wheel" "$staged"
     fi
+    # Each torchvision release requires one torch release: since torch 2.0, torch 2.M.P pairs with
+    # torchvision 0.(M+15).P (2.13.0 with 0.28.0).
+    IFS=. read -r _ torch_minor torch_patch <<<"$torch_version"
+    torchvision_version="0.$((torch_minor + 15)).${torch_patch:-0}"
     # PyTorch's CPU index is unreachable here: ask PyPI for torch (the local +cpu wheel outranks PyPI's
-    # CUDA build of the same version) and for torchvision, whose PyPI build matches torch's version.
-    variant_args=(--build-arg "TORCH_VERSION=$torch_version" --build-arg "TORCH_INDEX_URL=https://pypi.org/simple")
+    # CUDA build of the same version) and for the matching torchvision.
+    variant_args=(--build-arg "TORCH_VERSION=$torch_version" --build-arg "TORCHVISION_VERSION=$torchvision_version"
+                  --build-arg "TORCH_INDEX_URL=https://pypi.org/simple")
     ;;
   cuda) ;;
   *) echo "VARIANT must be cpu or cuda, got '$variant'" >&2; exit 2 ;;
