@@ -112,10 +112,20 @@ TensorBoard and the test pod can join the trainers on a single-node volume's GPU
 {{- end }}
 
 {{/*
-Where a pod that mounts the volume may run (trainers, TensorBoard, test): nodeSelector,
-tolerations and affinity, at column 0.
+Pod spec fields shared by every pod that mounts the volume (trainers, TensorBoard, test): pull
+secrets, pod security context, nodeSelector, tolerations and affinity, at column 0.
 */}}
-{{- define "pytorchjob-mnist.placement" -}}
+{{- define "pytorchjob-mnist.sharedPodSpec" -}}
+{{- with .Values.image.pullSecrets }}
+imagePullSecrets:
+  {{- range . }}
+  - name: {{ . }}
+  {{- end }}
+{{- end }}
+{{- with .Values.podSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- with .Values.nodeSelector }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
@@ -212,23 +222,13 @@ metadata:
     {{- toYaml . | nindent 4 }}
   {{- end }}
 spec:
-  {{- with .Values.image.pullSecrets }}
-  imagePullSecrets:
-    {{- range . }}
-    - name: {{ . }}
-    {{- end }}
-  {{- end }}
-  {{- with .Values.podSecurityContext }}
-  securityContext:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
   {{- with .Values.schedulerName }}
   schedulerName: {{ . }}
   {{- end }}
   {{- with .Values.priorityClassName }}
   priorityClassName: {{ . }}
   {{- end }}
-  {{- with include "pytorchjob-mnist.placement" . | trim }}{{ . | nindent 2 }}{{ end }}
+  {{- with include "pytorchjob-mnist.sharedPodSpec" . | trim }}{{ . | nindent 2 }}{{ end }}
   containers:
     - name: pytorch
       image: {{ include "pytorchjob-mnist.image" . | quote }}
