@@ -727,6 +727,9 @@ SCHEMA_REFUSALS = {
     "momentum-one-string": ({"training": {"momentum": "1.0"}}, ["momentum"]),
     "momentum-above-one": ({"training": {"momentum": 1.5}}, ["momentum"]),
     "single-node-not-bool": ({"persistence": {"singleNode": "yes"}}, ["singleNode"]),
+    "bad-quantity-in-resources": ({"tensorboard": {"resources": {"limits": {"memory": "lots"}}}}, ["memory"]),
+    "unknown-resources-key": ({"resources": {"limit": {"cpu": 1}}}, ["limit"]),
+    "bad-quantity": ({"shm": {"sizeLimit": "big"}}, ["sizeLimit"]),
     "min-accuracy-above-one-string": ({"tests": {"minAccuracy": "1.5"}}, ["minAccuracy"]),
     "name-override-not-a-label-value": ({"nameOverride": "My Trainer!"}, ["nameOverride"]),
 }
