@@ -62,7 +62,11 @@ class CheckpointStore:
         return path
 
     def load_latest(self) -> tuple[Path, dict] | tuple[None, None]:
-        """The newest checkpoint that loads and looks complete; warns about each one skipped."""
+        """The newest checkpoint that loads and looks complete; only the writer may call this.
+
+        Each newer one skipped is renamed to `<name>.unreadable` with a warning: kept for a look,
+        but no longer among the newest `keep`, where it would get every new save pruned.
+        """
         for path in self.paths():
             try:
                 # Checkpoints hold only tensors and primitives, so the safe loader suffices.
@@ -70,18 +74,20 @@ class CheckpointStore:
                 if isinstance(state, dict) and state.get("format") == 1 and _FORMAT_1_KEYS <= set(state):
                     state = _from_format_1(state)
             except Exception as error:  # noqa: BLE001 - any unreadable file is skipped alike
-                warnings.warn(f"skipping unreadable checkpoint {path}: {error}", stacklevel=2)
+                self._set_aside(path, f"unreadable ({error})")
                 continue
             missing = REQUIRED_KEYS - set(state) if isinstance(state, dict) else REQUIRED_KEYS
             if missing or state.get("format") != FORMAT_VERSION:
-                warnings.warn(
-                    f"skipping {path}: not a format-{FORMAT_VERSION} trainer checkpoint "
-                    f"(missing {', '.join(sorted(missing)) or 'nothing'})",
-                    stacklevel=2,
-                )
+                self._set_aside(path, f"not a format-{FORMAT_VERSION} trainer checkpoint "
+                                      f"(missing {', '.join(sorted(missing)) or 'nothing'})")
                 continue
             return path, state
         return None, None
+
+    def _set_aside(self, path: Path, reason: str) -> None:
+        aside = path.with_name(path.name + ".unreadable")
+        path.replace(aside)
+        warnings.warn(f"skipping {path}: {reason}; renamed it to {aside.name}", stacklevel=3)
 
 
 _FORMAT_1_KEYS = REQUIRED_KEYS - {"consumed"} | {"batch"}

@@ -38,9 +38,20 @@ def test_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, damage):
         newest.write_bytes(b"\x00not a checkpoint")
     else:
         torch.save({"weights": torch.zeros(1)}, newest)
-    with pytest.warns(UserWarning, match="skipping"):
+    with pytest.warns(UserWarning, match="(?s)skipping .*; renamed it to checkpoint-000000002.pt.unreadable"):
         path, state = store.load_latest()
     assert path.name == "checkpoint-000000001.pt" and state["step"] == 1
+    assert (tmp_path / "checkpoint-000000002.pt.unreadable").exists(), "kept for a look"
+
+
+def test_a_skipped_checkpoint_no_longer_prunes_new_saves(tmp_path):
+    store = CheckpointStore(tmp_path, keep=1)
+    store.save(_state(1), 1)
+    (tmp_path / "checkpoint-000000999.pt").write_bytes(b"\x00not a checkpoint")
+    with pytest.warns(UserWarning, match="unreadable"):
+        store.load_latest()
+    store.save(_state(2), 2)
+    assert [p.name for p in store.paths()] == ["checkpoint-000000002.pt"]
 
 
 @pytest.mark.parametrize("key", sorted(REQUIRED_KEYS - {"format"}))
