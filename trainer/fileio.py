@@ -24,6 +24,9 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path.name), suffix=_TEMP_SUFFIX, dir=path.parent)
     try:
+        # mkstemp creates 0600; give the file the mode open() would, so other readers of a shared
+        # volume (a serving pod, TensorBoard, the fsGroup) can read the model.
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
@@ -34,6 +37,17 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
         raise
     _fsync_directory(path.parent)
     return path
+
+
+def _umask() -> int:
+    """The process umask, read without os.umask's set-and-restore, which races with other threads."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022
 
 
 def remove_partial_writes(directory: str | Path, name_pattern: str) -> list[Path]:

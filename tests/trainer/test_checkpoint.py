@@ -1,3 +1,5 @@
+import os
+import stat
 from dataclasses import asdict
 
 import pytest
@@ -94,6 +96,17 @@ def test_failed_write_leaves_the_old_file_and_no_temp(tmp_path):
         atomic_write(target, explode)
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["model.pt"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_written_files_get_the_mode_open_would_give_them(tmp_path, umask):
+    """Not mkstemp's 0600: other users of a shared volume read the model."""
+    previous = os.umask(umask)
+    try:
+        target = atomic_write(tmp_path / "model.pt", lambda f: f.write(b"weights"))
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask
 
 
 def test_temp_files_are_not_mistaken_for_checkpoints(tmp_path):
