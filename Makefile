@@ -35,7 +35,7 @@ help: ## Show this help
 
 .PHONY: run
 run: venv tools ## Run the chart's PyTorchJob on this machine, no cluster (VALUES=file RUN_FLAGS=…)
-	$(PY) -m ci.localjob $(if $(VALUES),-f $(VALUES)) --set-string training.fallbackDataset=digits $(RUN_FLAGS)
+	$(PY) -m ci.localjob -f ci/localjob/run-values.yaml $(if $(VALUES),-f $(VALUES)) $(RUN_FLAGS)
 
 .PHONY: test
 test: venv tools ## Run every test that can run on this machine

@@ -5,6 +5,7 @@ import io
 import socket
 
 from ci.localjob.cli import main
+from ci.localjob.pods import REPO
 
 
 def test_print_env_shows_every_pod_and_runs_nothing(tmp_path):
@@ -35,3 +36,18 @@ def test_busy_port_is_reported_with_the_fix(tmp_path, capsys):
 def test_suspended_job_is_not_run(tmp_path, capsys):
     assert main(["--run-dir", str(tmp_path), "--set", "runPolicy.suspend=true"]) == 2
     assert "runPolicy.suspend is true" in capsys.readouterr().err
+
+
+def test_make_run_falls_back_to_digits_unless_the_users_values_say_otherwise(tmp_path):
+    """`make run` reads ci/localjob/run-values.yaml before VALUES, so a user's file wins."""
+    run_values = str(REPO / "ci/localjob/run-values.yaml")
+    strict = tmp_path / "strict.yaml"
+    strict.write_text('training:\n  fallbackDataset: ""\n')
+    commands = {}
+    for name, files in (("default", [run_values]), ("strict", [run_values, str(strict)])):
+        out = io.StringIO()
+        argv = ["--print-env", "--run-dir", str(tmp_path)] + [arg for f in files for arg in ("-f", f)]
+        assert main(argv, out=out) == 0
+        commands[name] = out.getvalue()
+    assert "--fallback-dataset digits" in commands["default"]
+    assert "--fallback-dataset" not in commands["strict"]

@@ -71,7 +71,7 @@ def test_missing_dataset_names_the_files(tmp_path):
 
 
 def test_a_fallback_is_accepted_beside_a_dataset_that_never_needs_it():
-    # `make run` passes --fallback-dataset digits whatever dataset a user's values choose.
+    # `make run` (ci/localjob/run-values.yaml) passes --fallback-dataset digits whatever dataset a user's values choose.
     for dataset in ("digits", "synthetic"):
         args = parse_args(["--dataset", dataset, "--fallback-dataset", "digits", "--dir", ""])
         assert (args.dataset, args.fallback_dataset) == (dataset, "digits")
