@@ -6,7 +6,9 @@ Deliberate deviations from a cluster, all because every pod shares this machine:
 - the image is this checkout: `python` is the running interpreter, other commands (torchrun)
   come from its bin directory, and the repository root is prepended to PYTHONPATH;
 - a claim is a directory shared by all pods, an emptyDir a per-pod directory, and /dev/shm
-  the host's own shared memory.
+  the host's own shared memory;
+- each pod is pinned to an equal share of this machine's CPUs, as CPU limits would split a node,
+  so the trainer sizes its threads to that share instead of every pod taking every core.
 """
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ class LocalPod:
     cwd: Path
     restart_policy: str
     mounts: tuple[tuple[str, Path], ...]  # (container path, local directory)
+    cpus: tuple[int, ...] = ()  # CPUs the process may run on; () for all
 
 
 def with_port(job: dict, port: int) -> dict:
@@ -129,6 +132,12 @@ def container_env(container: dict, pod: str, namespace: str) -> list[tuple[str, 
     return env
 
 
+def cpu_shares(pods: int, cpus: list[int]) -> list[tuple[int, ...]]:
+    """An equal share of `cpus` per pod: at least one each, reused in turn when pods outnumber CPUs."""
+    per_pod = max(1, len(cpus) // pods)
+    return [tuple(cpus[(pod * per_pod + k) % len(cpus)] for k in range(per_pod)) for pod in range(pods)]
+
+
 def plan_pods(job: dict, run_dir: Path, namespace: str = "default",
               host_env: dict[str, str] | None = None) -> list[LocalPod]:
     """One LocalPod per pod the operator would create, Master first."""
@@ -137,8 +146,10 @@ def plan_pods(job: dict, run_dir: Path, namespace: str = "default",
     specs = op.replica_specs(job)
     all_pods = op.pods(job)
     pod_names = {op.pod_name(job, t, i) for t, i in all_pods}
+    shares = cpu_shares(len(all_pods), sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") \
+        else [()] * len(all_pods)
     planned = []
-    for replica_type, index in all_pods:
+    for (replica_type, index), cpus in zip(all_pods, shares):
         name = op.pod_name(job, replica_type, index)
         pod_spec = specs[replica_type]["template"]["spec"]
         container = next((c for c in pod_spec["containers"] if c["name"] == op.CONTAINER_NAME), None)
@@ -159,5 +170,5 @@ def plan_pods(job: dict, run_dir: Path, namespace: str = "default",
         if cwd is None or not str(cwd).startswith(str(run_dir)):
             cwd = run_dir / "pods" / name / "workdir"  # the image's directories do not exist here
         planned.append(LocalPod(name, replica_type, index, tuple(argv), env, tuple(injected), cwd,
-                                op.restart_policy(job, replica_type), tuple(mounts)))
+                                op.restart_policy(job, replica_type), tuple(mounts), cpus))
     return planned

@@ -2,7 +2,10 @@
 
 - restartPolicy OnFailure restarts a replica on any non-zero exit; ExitCode only on exit codes
   ≥ 128 (signals such as SIGKILL/OOM = 137), failing the job on 1–127; Never fails the job.
-- runPolicy.backoffLimit caps the restarts of the whole job; activeDeadlineSeconds its runtime.
+- runPolicy.backoffLimit fails the job when its restarts would add up to it (the operator fails
+  it once the pods' restart counts reach it); activeDeadlineSeconds caps its runtime.
+- ExitCode restarts by recreating the pod, so its emptyDirs start empty; OnFailure restarts the
+  container in the same pod, whose emptyDirs survive.
 - With a Master the job Succeeds when the Master succeeds; without one, when every Worker does
   (elastic: when any Worker does).
 Each replica's output is streamed prefixed with its pod name and kept in logs/<pod>.log; its pid
@@ -11,6 +14,7 @@ is in pods/<pod>/pid while it runs, so a test (or a curious user) can kill it.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -112,8 +116,10 @@ class JobRunner:
             directory.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         # Its own session, so stopping a replica also stops what it spawned (torchrun's workers).
+        pin = (lambda: os.sched_setaffinity(0, pod.cpus)) if pod.cpus else None
         replica.process = subprocess.Popen(list(pod.argv), env=pod.env, cwd=pod.cwd, stdin=subprocess.DEVNULL,
-                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                                           preexec_fn=pin)
         (pod_dir / "pid").write_text(f"{replica.process.pid}\n")
         replica.pump = threading.Thread(target=self._pump_output, daemon=True,
                                         args=(pod, replica.process.stdout, self.run_dir / "logs" / f"{pod.name}.log"))
@@ -163,12 +169,16 @@ class JobRunner:
         replica.phase = "Failed"
         if not retryable(pod.restart_policy, code):
             return f"{pod.name} exited with code {describe(code)} and restartPolicy {pod.restart_policy} does not restart it"
-        if self.backoff_limit is not None and self.restarts >= self.backoff_limit:
-            return f"{pod.name} exited with code {describe(code)}; backoffLimit {self.backoff_limit} reached"
+        if self.backoff_limit is not None and self.restarts + 1 >= self.backoff_limit:
+            return (f"{pod.name} exited with code {describe(code)}; backoffLimit {self.backoff_limit} reached "
+                    f"(restart {self.restarts + 1} of the job)")
         self.restarts += 1
         limit = "unlimited" if self.backoff_limit is None else self.backoff_limit
-        self.say(f"{pod.name} exited with code {describe(code)}; restarting it "
-                 f"(restartPolicy {pod.restart_policy}, job restart {self.restarts} of backoffLimit {limit})")
+        how = "recreating the pod" if pod.restart_policy == "ExitCode" else "restarting it"
+        self.say(f"{pod.name} exited with code {describe(code)}; {how} "
+                 f"(restartPolicy {pod.restart_policy}, job restart {self.restarts}, backoffLimit {limit})")
+        if pod.restart_policy == "ExitCode":
+            shutil.rmtree(self.run_dir / "pods" / pod.name / "volumes", ignore_errors=True)
         replica.restart_at = time.monotonic() + RESTART_DELAY_SECONDS
         return None
 

@@ -119,7 +119,8 @@ def test_master_killed_once_is_restarted_and_resumes(tmp_path, policy):
     os.kill(int(pid_file.read_text()), signal.SIGKILL)
     output = finish(runner)
     assert runner.returncode == 0, output
-    assert "mnist-master-0 exited with code 137 (SIGKILL); restarting it" in output
+    restart = "recreating the pod" if policy == "ExitCode" else "restarting it"
+    assert f"mnist-master-0 exited with code 137 (SIGKILL); {restart}" in output
     assert re.search(r"\[mnist-master-0\] Resumed from .*checkpoint-\d+\.pt", output), output
     assert re.search(r"PyTorchJob mnist Succeeded: the Master succeeded \(restarts: [12],", output), output
     metrics = json.loads((tmp_path / "mnist" / RUN_SUBDIR / "model/metrics.json").read_text())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.localjob.pods import REPO, UnsupportedPod, map_path, plan_pods, with_port
+from ci.localjob.pods import REPO, UnsupportedPod, cpu_shares, map_path, plan_pods, with_port
 from tests.support.helm import one
 
 CHART = REPO / "charts" / "pytorchjob-mnist"
@@ -100,3 +100,10 @@ def pod_spec_job(**pod_spec) -> dict:
 def test_what_cannot_run_locally_is_named(job, message, tmp_path):
     with pytest.raises(UnsupportedPod, match=re.escape(message)):
         plan_pods(job, tmp_path, host_env=HOST_ENV)
+
+
+def test_pods_share_the_cpus_equally_and_each_gets_at_least_one():
+    assert cpu_shares(2, [0, 1]) == [(0,), (1,)]
+    assert cpu_shares(1, [0, 1]) == [(0, 1)]
+    assert cpu_shares(2, [0, 1, 2, 3]) == [(0, 1), (2, 3)]
+    assert cpu_shares(3, [4, 5]) == [(4,), (5,), (4,)]

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import io
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 from ci.localjob.pods import LocalPod
 from ci.localjob.supervisor import JobRunner, exit_code, retryable
@@ -58,19 +61,21 @@ def test_on_failure_restarts_until_success(tmp_path):
     assert result.state == "Succeeded" and result.restarts == 2
     assert attempts(tmp_path, "job-master-0") == 3
     assert "[job-master-0] attempt 2" in out
-    assert "job-master-0 exited with code 1; restarting it (restartPolicy OnFailure, job restart 1 of backoffLimit 3)" in out
+    assert "job-master-0 exited with code 1; restarting it (restartPolicy OnFailure, job restart 1, backoffLimit 3)" in out
     assert (tmp_path / "run/logs/job-master-0.log").read_text() == "attempt 0\nattempt 1\nattempt 2\n"
 
 
-def test_backoff_limit_fails_the_job(tmp_path):
-    result, _ = run(tmp_path, [pod(tmp_path, "job-master-0", "1")], backoff_limit=1)
-    assert result.state == "Failed" and "backoffLimit 1 reached" in result.reason
-    assert attempts(tmp_path, "job-master-0") == 2
+@pytest.mark.parametrize("limit, failures", [(0, 1), (1, 1), (3, 3)])
+def test_backoff_limit_fails_the_job_when_the_restarts_reach_it(tmp_path, limit, failures):
+    """As the operator: it fails the job once the pods' restart counts add up to backoffLimit."""
+    result, _ = run(tmp_path, [pod(tmp_path, "job-master-0", "1")], backoff_limit=limit)
+    assert result.state == "Failed" and f"backoffLimit {limit} reached" in result.reason
+    assert attempts(tmp_path, "job-master-0") == failures
 
 
 def test_exit_code_policy_restarts_a_killed_replica_but_not_an_error(tmp_path):
     killed, out = run(tmp_path, [pod(tmp_path, "job-master-0", "kill,0", policy="ExitCode")])
-    assert killed.state == "Succeeded" and "exited with code 137 (SIGKILL); restarting it" in out
+    assert killed.state == "Succeeded" and "exited with code 137 (SIGKILL); recreating the pod" in out
     errored, _ = run(tmp_path, [pod(tmp_path, "job-worker-0", "3", policy="ExitCode")])
     assert errored.state == "Failed"
     assert errored.reason == "job-worker-0 exited with code 3 and restartPolicy ExitCode does not restart it"
@@ -104,3 +109,24 @@ def test_pid_file_names_the_running_replica(tmp_path):
     result, _ = run(tmp_path, [pod(tmp_path, "job-master-0", "pid", policy="Never", extra=(str(pid_file),))])
     assert result.state == "Succeeded", "the replica found its own pid in pods/<pod>/pid"
     assert not pid_file.exists(), "removed once the replica exited"
+
+
+@pytest.mark.parametrize("policy, kept", [("OnFailure", True), ("ExitCode", False)])
+def test_only_a_recreated_pod_loses_its_empty_dirs(tmp_path, policy, kept):
+    scratch = tmp_path / "run/pods/job-master-0/volumes/scratch/checkpoint.pt"
+    scratch.parent.mkdir(parents=True)
+    scratch.write_text("from the first attempt")
+    result, _ = run(tmp_path, [pod(tmp_path, "job-master-0", "kill,0", policy=policy)])
+    assert result.state == "Succeeded" and scratch.exists() == kept
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity (Linux) and at least 2 CPUs")
+def test_each_pod_runs_on_its_own_cpus(tmp_path):
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    check = "import os, sys; sys.exit(0 if os.sched_getaffinity(0) == {%d} else 7)"
+    pods = [LocalPod(name, kind, 0, (sys.executable, "-c", check % cpu), {"PATH": "/usr/bin"}, (),
+                     tmp_path / name, "Never", (), (cpu,))
+            for name, kind, cpu in (("job-master-0", "Master", first), ("job-worker-0", "Worker", second))]
+    result, _ = run(tmp_path, pods)
+    assert result.state == "Succeeded", result.reason
