@@ -5,6 +5,8 @@ indexing (no DataLoader, no per-sample PIL or transform work).
 """
 from __future__ import annotations
 
+import socket
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +27,9 @@ NUM_CLASSES = 10
 # Generated data is independent of --seed, so every run sees the same train/test split.
 GENERATED_DATA_SEED = 0
 SYNTHETIC_SIZES = (60_000, 10_000)
+# Per socket operation: torchvision's downloads set none, and a stalled mirror would hang rank 0
+# forever while its peers time out and restart.
+DOWNLOAD_TIMEOUT_SECONDS = 60.0
 
 
 class DatasetUnavailable(RuntimeError):
@@ -83,8 +88,9 @@ def _load_torchvision(name: str, data_dir: str | Path, download: bool) -> Datase
 
     cls = getattr(datasets, TORCHVISION_DATASETS[name])
     try:
-        train = cls(str(data_dir), train=True, download=download)
-        test = cls(str(data_dir), train=False, download=download)
+        with _socket_timeout(DOWNLOAD_TIMEOUT_SECONDS):
+            train = cls(str(data_dir), train=True, download=download)
+            test = cls(str(data_dir), train=False, download=download)
     except (RuntimeError, OSError) as error:
         reason = " ".join(str(error).split()) or type(error).__name__
         raise DatasetUnavailable(
@@ -93,6 +99,16 @@ def _load_torchvision(name: str, data_dir: str | Path, download: bool) -> Datase
             "or choose --dataset digits or --dataset synthetic."
         ) from error
     return _normalized(name, train.data, train.targets, test.data, test.targets)
+
+
+@contextmanager
+def _socket_timeout(seconds: float):
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(seconds)
+    try:
+        yield
+    finally:
+        socket.setdefaulttimeout(previous)
 
 
 def _load_digits() -> Dataset:

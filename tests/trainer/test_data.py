@@ -1,3 +1,7 @@
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -63,6 +67,28 @@ def test_missing_files_name_the_directory_and_the_four_files(tmp_path):
     for name in data.IDX_FILES:
         assert name in message
     assert "--dataset digits" in message
+
+
+STALLED_DOWNLOAD = """
+import socket, sys
+from torchvision import datasets
+from trainer import data
+server = socket.create_server(("127.0.0.1", 0))  # accepts connections into its backlog, never answers
+datasets.MNIST.mirrors = [f"http://127.0.0.1:{server.getsockname()[1]}/"]
+data.DOWNLOAD_TIMEOUT_SECONDS = 0.5
+try:
+    data.load("mnist", sys.argv[1], download=True)
+except data.DatasetUnavailable as error:
+    print(error)
+"""
+
+
+def test_a_stalled_download_fails_with_the_reason_instead_of_hanging(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
+    result = subprocess.run([sys.executable, "-c", STALLED_DOWNLOAD, str(tmp_path)], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "could not be downloaded" in result.stdout and "timed out" in result.stdout, result.stdout
 
 
 def test_digits_are_mnist_shaped_with_a_fixed_split():
