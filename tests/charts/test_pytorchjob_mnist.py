@@ -615,6 +615,13 @@ def test_notes_tell_the_user_what_to_run(helm):
     assert "all 2 pods run on one node" in text and "ReadWriteMany" in text
 
 
+def test_notes_warn_when_pods_share_a_node_without_a_cpu_limit(helm):
+    warning = "They have no CPU limit, so each trainer sizes its threads to the whole node"
+    assert warning in notes(helm)
+    assert warning not in notes(helm, "--set", "resources.limits.cpu=2")
+    assert warning not in notes(helm, "--set", "persistence.singleNode=false")
+
+
 def test_notes_helm_test_timeout_outlasts_the_test_pods_wait(helm):
     """helm test gives up after 5 minutes by default; the test pod waits tests.timeoutSeconds."""
     text = notes(helm, "--set", "tests.timeoutSeconds=600")
