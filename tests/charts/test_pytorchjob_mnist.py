@@ -574,13 +574,15 @@ def test_run_id_changes_with_what_shapes_the_run_and_only_then(helm, tmp_path, d
     default = flag(trainer_container(default_docs)["args"], "--run-id")
     assert re.fullmatch(r"[0-9a-f]{16}", default)
     assert run_id({"tensorboard": {"enabled": True}, "tests": {"minAccuracy": 0.9}}) == default
+    assert run_id({"training": {"lr": "0.01"}}) == default, "--set passes decimals as strings"
     changed = [run_id(values) for values in ({"training": {"epochs": 2}}, {"workers": 2},
                                              {"image": {"tag": "0.2.0-cpu"}}, {"torchrun": {"enabled": True}})]
     assert default not in changed and len(set(changed)) == len(changed)
 
 
-def test_helm_test_accepts_any_finished_run_when_args_replace_the_trainers(helm, tmp_path):
-    docs = render_with(helm, {"args": ["--epochs=1"]}, tmp_path)
+@pytest.mark.parametrize("custom", [{"args": ["--epochs=1"]}, {"command": ["python", "/app/train.py"]}])
+def test_helm_test_accepts_any_finished_run_of_a_custom_command_or_args(helm, tmp_path, custom):
+    docs = render_with(helm, custom, tmp_path)
     assert one(docs, "Pod")["spec"]["containers"][0]["args"][3] == ""
 
 

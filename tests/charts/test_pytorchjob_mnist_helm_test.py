@@ -61,3 +61,10 @@ def test_without_a_run_id_any_finished_run_passes(finished_run):
     """Custom `args` may not pass --run-id to the trainer, so the chart passes an empty one."""
     result = check(finished_run, run_id="")
     assert result.returncode == 0, result.stderr
+
+
+def test_metrics_without_a_run_id_are_named_as_such(finished_run):
+    metrics = finished_run / "metrics.json"
+    metrics.write_text(json.dumps({"accuracy": 0.9, "val_loss": 0.3}))
+    result = check(finished_run)
+    assert result.returncode == 1 and "records no run id (an older trainer wrote it)" in result.stdout

@@ -1,4 +1,6 @@
 """Bad input fails fast with the flag and the fix; the CLI keeps the seed script's flags."""
+import json
+
 import pytest
 import torch
 
@@ -61,6 +63,12 @@ def test_divergence_in_the_last_step_before_evaluation_stops_the_job_with_a_mess
     assert result.returncode == 1, result.stdout + result.stderr
     assert "error: test loss became nan after epoch 1; the model diverged. Lower --lr" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_run_id_is_recorded_in_metrics_json(tmp_path):
+    result = run_trainer([*QUICK, "--dir", "", "--output-dir", "out", "--run-id", "abc123"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["run_id"] == "abc123"
 
 
 def test_missing_dataset_names_the_files(tmp_path):

@@ -23,8 +23,10 @@ def this_runs_metrics():
         print(f"waiting for {metrics_path} …", flush=True)
         return None
     metrics = json.loads(metrics_path.read_text())
-    if run_id and metrics.get("run_id") != run_id:
-        print(f"waiting for run {run_id}: {metrics_path} is from run {metrics.get('run_id')} …", flush=True)
+    recorded = metrics.get("run_id")
+    if run_id and recorded != run_id:
+        source = f"is from run {recorded}" if recorded else "records no run id (an older trainer wrote it)"
+        print(f"waiting for run {run_id}: {metrics_path} {source} …", flush=True)
         return None
     return metrics
 

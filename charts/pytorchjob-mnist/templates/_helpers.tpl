@@ -155,27 +155,15 @@ affinity:
 {{- printf "%s/datasets" (trimSuffix "/" .Values.persistence.mountPath) }}
 {{- end }}
 
-{{/*
-Names this run's results: a digest of what shapes the run (training values, replicas, processes,
-GPUs, backend, image). The trainer records it in metrics.json, so `helm test` waits for this run's
-file instead of passing on an earlier run's left on the volume.
-*/}}
-{{- define "pytorchjob-mnist.runId" -}}
-{{- dict "training" .Values.training "workers" .Values.workers "torchrun" .Values.torchrun.enabled
-  "nprocPerNode" (include "pytorchjob-mnist.nprocPerNode" .) "gpu" .Values.gpu
-  "backend" (include "pytorchjob-mnist.backend" .) "image" (include "pytorchjob-mnist.image" .)
-  | toJson | sha256sum | trunc 16 }}
-{{- end }}
-
-{{/* Trainer flags generated from .Values.training, as a YAML list. */}}
-{{- define "pytorchjob-mnist.trainerArgs" -}}
+{{/* The trainer flags generated from .Values.training, before --run-id and extraArgs, as JSON. */}}
+{{- define "pytorchjob-mnist.trainingFlags" -}}
 {{- $t := .Values.training }}
 {{- $runDir := include "pytorchjob-mnist.runDir" . }}
-{{- $args := list "--backend" (include "pytorchjob-mnist.backend" .) "--dataset" $t.dataset }}
+{{- $flags := list "--backend" (include "pytorchjob-mnist.backend" .) "--dataset" $t.dataset }}
 {{- with $t.fallbackDataset }}
-{{- $args = concat $args (list "--fallback-dataset" .) }}
+{{- $flags = concat $flags (list "--fallback-dataset" .) }}
 {{- end }}
-{{- $args = concat $args (list
+{{- $flags = concat $flags (list
   "--epochs" (toString $t.epochs)
   "--batch-size" (toString $t.batchSize)
   "--test-batch-size" (toString $t.testBatchSize)
@@ -188,13 +176,33 @@ file instead of passing on an earlier run's left on the volume.
   "--log-dir" (printf "%s/tensorboard" $runDir)
   "--checkpoint-dir" (printf "%s/checkpoints" $runDir)
   "--checkpoint-every" (toString $t.checkpointEvery)
-  "--keep-checkpoints" (toString $t.keepCheckpoints)
-  "--run-id" (include "pytorchjob-mnist.runId" .)) }}
+  "--keep-checkpoints" (toString $t.keepCheckpoints)) }}
 {{- if eq (int .Values.gpu) 0 }}
 {{- /* CUDA images expose every GPU of the node unless told otherwise. */}}
-{{- $args = append $args "--no-cuda" }}
+{{- $flags = append $flags "--no-cuda" }}
 {{- end }}
-{{- toYaml (concat $args (default list $t.extraArgs)) }}
+{{- toJson (concat $flags (default list $t.extraArgs)) }}
+{{- end }}
+
+{{/*
+Names this run's results: a digest of what shapes the run (the trainer's flags as rendered, so
+`--set lr=0.01` and `lr: 0.01` agree; replicas, processes per pod, torchrun and the image). The
+trainer records it in metrics.json, so `helm test` waits for a file from a run of these values
+instead of passing on one that other values left on the volume.
+*/}}
+{{- define "pytorchjob-mnist.runId" -}}
+{{- dict "flags" (include "pytorchjob-mnist.trainingFlags" .) "workers" (int .Values.workers)
+  "nprocPerNode" (include "pytorchjob-mnist.nprocPerNode" .) "torchrun" .Values.torchrun.enabled
+  "image" (include "pytorchjob-mnist.image" .)
+  | toJson | sha256sum | trunc 16 }}
+{{- end }}
+
+{{/* The trainer's flags with --run-id, before extraArgs so that a user's flags come last. */}}
+{{- define "pytorchjob-mnist.trainerArgs" -}}
+{{- $flags := include "pytorchjob-mnist.trainingFlags" . | fromJsonArray }}
+{{- $extra := default list .Values.training.extraArgs }}
+{{- $generated := slice $flags 0 (sub (len $flags) (len $extra)) }}
+{{- toYaml (concat $generated (list "--run-id" (include "pytorchjob-mnist.runId" .)) $extra) }}
 {{- end }}
 
 {{/* Container resources with the GPU limit merged in (GPUs belong in limits only). */}}
