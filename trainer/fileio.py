@@ -24,10 +24,13 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path.name), suffix=_TEMP_SUFFIX, dir=path.parent)
     try:
-        # mkstemp creates 0600; give the file the mode open() would, so other readers of a shared
-        # volume (a serving pod, TensorBoard, the fsGroup) can read the model.
-        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
+            try:
+                # mkstemp creates 0600; give the file the mode open() would, so other readers of a
+                # shared volume (a serving pod, the fsGroup) can load it. Some mounts refuse chmod.
+                os.fchmod(handle.fileno(), 0o666 & ~_umask())
+            except OSError:
+                pass
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())

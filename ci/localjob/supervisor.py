@@ -116,10 +116,15 @@ class JobRunner:
             directory.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         # Its own session, so stopping a replica also stops what it spawned (torchrun's workers).
-        pin = (lambda: os.sched_setaffinity(0, pod.cpus)) if pod.cpus else None
         replica.process = subprocess.Popen(list(pod.argv), env=pod.env, cwd=pod.cwd, stdin=subprocess.DEVNULL,
-                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                                           preexec_fn=pin)
+                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        if pod.cpus:
+            # Pinned at once, while Python starts up: every thread and process it makes inherits
+            # the set. (preexec_fn would do it before exec, but is unsafe beside the pump threads.)
+            try:
+                os.sched_setaffinity(replica.process.pid, pod.cpus)
+            except ProcessLookupError:
+                pass  # it exited already; the poll loop reports it
         (pod_dir / "pid").write_text(f"{replica.process.pid}\n")
         replica.pump = threading.Thread(target=self._pump_output, daemon=True,
                                         args=(pod, replica.process.stdout, self.run_dir / "logs" / f"{pod.name}.log"))

@@ -34,7 +34,7 @@ case "$variant" in
       cleanup+=("$staged")
       ln "$wheel" "$staged" 2>/dev/null || cp "$wheel" "$staged"
     fi
-    # Each torchvision release requires one torch release: since torch 2.0, torch 2.M.P pairs with
+    # Each torchvision release requires one torch release: since torch 2.1, torch 2.M.P pairs with
     # torchvision 0.(M+15).P (2.13.0 with 0.28.0).
     IFS=. read -r _ torch_minor torch_patch <<<"$torch_version"
     torchvision_version="0.$((torch_minor + 15)).${torch_patch:-0}"

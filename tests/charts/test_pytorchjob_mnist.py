@@ -697,6 +697,8 @@ GUARDS = {
                         'scratch.cachePath "/mnt/pytorchjob-mnist" is also the mount path of persistence.mountPath'),
     "chart-owned-label": ({"labels": {"app.kubernetes.io/component": "ml"}},
                           'labels: "app.kubernetes.io/component" is one of the chart\'s own labels'),
+    "queue-label-twice": ({"kueue": {"queueName": "q"}, "labels": {"kueue.x-k8s.io/queue-name": "other"}},
+                          'labels: "kueue.x-k8s.io/queue-name" is also set from kueue.queueName'),
     "name-too-long": ({"fullnameOverride": "a" * 56, "workers": 10},
                       'its pod and Service name "' + "a" * 56 + '-worker-9" has 65 characters, the limit is 63; '
                       "set fullnameOverride to a name of at most 54 characters"),

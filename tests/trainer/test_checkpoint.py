@@ -46,6 +46,38 @@ def test_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path, damage):
     assert (tmp_path / "checkpoint-000000002.pt.unreadable").exists(), "kept for a look"
 
 
+def test_a_checkpoint_that_cannot_be_read_now_is_skipped_but_kept(tmp_path, monkeypatch):
+    """An I/O error may pass (a network volume's hiccup): the file is not set aside."""
+    store = CheckpointStore(tmp_path, keep=3)
+    store.save(_state(1), 1)
+    newest = store.save(_state(2), 2)
+    real_load = torch.load
+
+    def flaky_load(path, *args, **kwargs):
+        if path == newest:
+            raise OSError(5, "Input/output error")
+        return real_load(path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", flaky_load)
+    with pytest.warns(UserWarning, match="could not read it"):
+        path, _ = store.load_latest()
+    assert path.name == "checkpoint-000000001.pt" and newest.exists()
+
+
+def test_an_unreadable_checkpoint_on_a_read_only_volume_is_skipped_with_a_warning(tmp_path, monkeypatch):
+    store = CheckpointStore(tmp_path, keep=3)
+    store.save(_state(1), 1)
+    (tmp_path / "checkpoint-000000002.pt").write_bytes(b"garbage")
+
+    def read_only(self, target):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(type(tmp_path), "replace", read_only)
+    with pytest.warns(UserWarning, match="could not rename it"):
+        path, _ = store.load_latest()
+    assert path.name == "checkpoint-000000001.pt"
+
+
 def test_a_skipped_checkpoint_no_longer_prunes_new_saves(tmp_path):
     store = CheckpointStore(tmp_path, keep=1)
     store.save(_state(1), 1)

@@ -98,6 +98,9 @@ Fixed paths come first, so a collision always names a value that can move. */}}
 {{- if has $key (list "helm.sh/chart" "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/version" "app.kubernetes.io/managed-by" "app.kubernetes.io/component") }}
 {{- fail (printf "labels: %q is one of the chart's own labels (they select the pods that share the volume); remove it from labels, or use another key such as app.kubernetes.io/part-of" $key) }}
 {{- end }}
+{{- if and (eq $key "kueue.x-k8s.io/queue-name") $.Values.kueue.queueName }}
+{{- fail (printf "labels: %q is also set from kueue.queueName; remove it from labels" $key) }}
+{{- end }}
 {{- end }}
 {{- if and .Values.tensorboard.enabled (not .Values.persistence.enabled) }}
 {{- fail "tensorboard.enabled needs persistence.enabled=true: TensorBoard reads the run's logs from the volume" }}
