@@ -181,54 +181,62 @@ def run(args: argparse.Namespace) -> dict:
     ctx = init(args.backend, use_cuda, args.pg_timeout)
     reporter = Reporter(ctx.is_main, args.log_dir or None)
     try:
-        threads = configure_threads(args.threads, ctx.local_world_size)
-        retain_freed_memory()
-        reporter.info(f"Using distributed PyTorch with {ctx.backend} backend")
-        reporter.info(f"World Size: {ctx.world_size}. Rank: {ctx.rank}. Device: {ctx.device}. Threads: {threads}")
-        if ctx.device.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
-            torch.backends.cudnn.benchmark = True  # static shapes: pick the fastest kernels once
-        data = load_data(args, ctx, reporter)
-        if len(data.train_labels) < ctx.world_size:
-            raise LaunchError(
-                f"{len(data.train_labels)} training samples cannot be split over {ctx.world_size} ranks; "
-                "raise --limit-train or use fewer replicas"
-            )
-        data = data.to(ctx.device, MEMORY_FORMAT)
-        reporter.info(
-            f"Dataset: {data.name}, {len(data.train_labels)} train / {len(data.test_labels)} test images"
-        )
-        torch.manual_seed(args.seed)  # identical initial weights on every rank
-        net = Net().to(ctx.device, memory_format=MEMORY_FORMAT)
-        store = CheckpointStore(args.checkpoint_dir, args.keep_checkpoints) if args.checkpoint_dir else None
-        trainer = Trainer(net, data, ctx, train_config(args), reporter, store)
-        trainer.resume()
-        result = trainer.fit()
-        progress = trainer.progress
-        metrics = {
-            "run_id": args.run_id,
-            "dataset": data.name,
-            "epochs": args.epochs,
-            "world_size": ctx.world_size,
-            "batch_size": args.batch_size,
-            "global_batch_size": args.batch_size * ctx.world_size,
-            "accuracy": result.accuracy,
-            "val_loss": result.loss,
-            "test_samples": result.count,
-            "steps": progress.step,
-            "train_images": progress.train_images,
-            "train_seconds": progress.train_seconds,
-            "images_per_second": progress.train_images / progress.train_seconds if progress.train_seconds else 0.0,
-            "history": progress.history,
-        }
-        metrics["model_tflops_per_second"] = metrics["images_per_second"] * TRAIN_FLOPS_PER_IMAGE / 1e12
-        if ctx.is_main:
-            _write_outputs(args, net, metrics, reporter)
+        # The model and its DDP wrapper live only inside _train, so they are freed before the
+        # process group is destroyed rather than during interpreter exit.
+        metrics = _train(args, ctx, reporter)
+        ctx.all_reduce_sum(torch.zeros(1, device=ctx.device))  # a barrier: rank 0 has written the outputs
         return metrics
     finally:
         reporter.close()
         shutdown(ctx)
+
+
+def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> dict:
+    threads = configure_threads(args.threads, ctx.local_world_size)
+    retain_freed_memory()
+    reporter.info(f"Using distributed PyTorch with {ctx.backend} backend")
+    reporter.info(f"World Size: {ctx.world_size}. Rank: {ctx.rank}. Device: {ctx.device}. Threads: {threads}")
+    if ctx.device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        torch.backends.cudnn.benchmark = True  # static shapes: pick the fastest kernels once
+    data = load_data(args, ctx, reporter)
+    if len(data.train_labels) < ctx.world_size:
+        raise LaunchError(
+            f"{len(data.train_labels)} training samples cannot be split over {ctx.world_size} ranks; "
+            "raise --limit-train or use fewer replicas"
+        )
+    data = data.to(ctx.device, MEMORY_FORMAT)
+    reporter.info(
+        f"Dataset: {data.name}, {len(data.train_labels)} train / {len(data.test_labels)} test images"
+    )
+    torch.manual_seed(args.seed)  # identical initial weights on every rank
+    net = Net().to(ctx.device, memory_format=MEMORY_FORMAT)
+    store = CheckpointStore(args.checkpoint_dir, args.keep_checkpoints) if args.checkpoint_dir else None
+    trainer = Trainer(net, data, ctx, train_config(args), reporter, store)
+    trainer.resume()
+    result = trainer.fit()
+    progress = trainer.progress
+    metrics = {
+        "run_id": args.run_id,
+        "dataset": data.name,
+        "epochs": args.epochs,
+        "world_size": ctx.world_size,
+        "batch_size": args.batch_size,
+        "global_batch_size": args.batch_size * ctx.world_size,
+        "accuracy": result.accuracy,
+        "val_loss": result.loss,
+        "test_samples": result.count,
+        "steps": progress.step,
+        "train_images": progress.train_images,
+        "train_seconds": progress.train_seconds,
+        "images_per_second": progress.train_images / progress.train_seconds if progress.train_seconds else 0.0,
+        "history": progress.history,
+    }
+    metrics["model_tflops_per_second"] = metrics["images_per_second"] * TRAIN_FLOPS_PER_IMAGE / 1e12
+    if ctx.is_main:
+        _write_outputs(args, net, metrics, reporter)
+    return metrics
 
 
 def _write_outputs(args: argparse.Namespace, net: Net, metrics: dict, reporter: Reporter) -> None:

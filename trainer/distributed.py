@@ -8,6 +8,7 @@ Three launch modes are supported:
 """
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass
 from datetime import timedelta
@@ -171,4 +172,8 @@ def check_group_matches(launch: LaunchEnv, group_rank: int, group_size: int) -> 
 
 def shutdown(ctx: DistContext) -> None:
     if ctx.distributed and dist.is_initialized():
+        # Whatever still holds the group (a DDP wrapper kept by a reference cycle) is freed before
+        # it, not during interpreter exit, where gloo's threads have aborted a process at exit
+        # ("terminate called without an active exception").
+        gc.collect()
         dist.destroy_process_group()
