@@ -64,8 +64,9 @@ class CheckpointStore:
     def load_latest(self) -> tuple[Path, dict] | tuple[None, None]:
         """The newest checkpoint that loads and looks complete; only the writer may call this.
 
-        Each newer one skipped is renamed to `<name>.unreadable` with a warning: kept for a look,
-        but no longer among the newest `keep`, where it would get every new save pruned.
+        Each newer one that does not decode is renamed to `<name>.unreadable` with a warning: kept
+        for a look, but no longer among the newest `keep`, where it would get every new save
+        pruned. One the storage cannot read now (an I/O error) is only skipped.
         """
         for path in self.paths():
             try:

@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "scikit-learn's bundled set at 28x28; synthetic is generated (default: fashion-mnist)")
     data.add_argument("--fallback-dataset", choices=datasets.GENERATED_DATASETS, default=None,
                       help="train on this instead, saying so, when --dataset's files are absent and "
-                           "cannot be downloaded; digits and synthetic never need it (default: fail with the missing files)")
+                           "cannot be downloaded; digits and synthetic never need it "
+                           "(default: fail with the missing files)")
     data.add_argument("--data-dir", default="data", metavar="DIR",
                       help="where torchvision datasets are read or downloaded (default: data)")
     data.add_argument("--limit-train", type=_positive_int, default=None, metavar="N",

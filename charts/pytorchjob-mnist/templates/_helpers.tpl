@@ -155,7 +155,7 @@ affinity:
 {{- printf "%s/datasets" (trimSuffix "/" .Values.persistence.mountPath) }}
 {{- end }}
 
-{{/* The trainer flags generated from .Values.training, before --run-id and extraArgs, as JSON. */}}
+{{/* The trainer flags generated from .Values.training (not --run-id or extraArgs), as JSON. */}}
 {{- define "pytorchjob-mnist.trainingFlags" -}}
 {{- $t := .Values.training }}
 {{- $runDir := include "pytorchjob-mnist.runDir" . }}
@@ -181,7 +181,7 @@ affinity:
 {{- /* CUDA images expose every GPU of the node unless told otherwise. */}}
 {{- $flags = append $flags "--no-cuda" }}
 {{- end }}
-{{- toJson (concat $flags (default list $t.extraArgs)) }}
+{{- toJson $flags }}
 {{- end }}
 
 {{/*
@@ -191,8 +191,8 @@ trainer records it in metrics.json, so `helm test` waits for a file from a run o
 instead of passing on one that other values left on the volume.
 */}}
 {{- define "pytorchjob-mnist.runId" -}}
-{{- dict "flags" (include "pytorchjob-mnist.trainingFlags" .) "workers" (int .Values.workers)
-  "nprocPerNode" (include "pytorchjob-mnist.nprocPerNode" .) "torchrun" .Values.torchrun.enabled
+{{- dict "flags" (include "pytorchjob-mnist.trainingFlags" .) "extraArgs" (default list .Values.training.extraArgs)
+  "workers" (int .Values.workers) "nprocPerNode" (include "pytorchjob-mnist.nprocPerNode" .) "torchrun" .Values.torchrun.enabled
   "image" (include "pytorchjob-mnist.image" .)
   | toJson | sha256sum | trunc 16 }}
 {{- end }}
@@ -200,9 +200,7 @@ instead of passing on one that other values left on the volume.
 {{/* The trainer's flags with --run-id, before extraArgs so that a user's flags come last. */}}
 {{- define "pytorchjob-mnist.trainerArgs" -}}
 {{- $flags := include "pytorchjob-mnist.trainingFlags" . | fromJsonArray }}
-{{- $extra := default list .Values.training.extraArgs }}
-{{- $generated := slice $flags 0 (sub (len $flags) (len $extra)) }}
-{{- toYaml (concat $generated (list "--run-id" (include "pytorchjob-mnist.runId" .)) $extra) }}
+{{- toYaml (concat $flags (list "--run-id" (include "pytorchjob-mnist.runId" .)) (default list .Values.training.extraArgs)) }}
 {{- end }}
 
 {{/* Container resources with the GPU limit merged in (GPUs belong in limits only). */}}
