@@ -61,6 +61,16 @@ def with_port(job: dict, port: int) -> dict:
     return job
 
 
+def pod_dir(run_dir: Path, pod: str) -> Path:
+    """The pod's own directory: its pid file, working directory and emptyDirs."""
+    return run_dir / "pods" / pod
+
+
+def empty_dirs(run_dir: Path, pod: str) -> Path:
+    """Where the pod's emptyDirs live; a recreated pod starts without them."""
+    return pod_dir(run_dir, pod) / "volumes"
+
+
 def localize_hosts(env: list[tuple[str, str]], pod_names: set[str]) -> list[tuple[str, str]]:
     """Replace pod/Service names (alone or as `name:port`) by 127.0.0.1."""
     localized = []
@@ -85,7 +95,7 @@ def volume_mounts(pod_spec: dict, container: dict, pod: str, run_dir: Path) -> l
         elif "emptyDir" in volume:
             if mount["mountPath"] == "/dev/shm":
                 continue  # shared memory is the host's /dev/shm
-            local = run_dir / "pods" / pod / "volumes" / volume["name"]
+            local = empty_dirs(run_dir, pod) / volume["name"]
         elif "hostPath" in volume:
             local = run_dir / "volumes" / f"hostpath-{volume['name']}"
         else:
@@ -168,7 +178,7 @@ def plan_pods(job: dict, run_dir: Path, namespace: str = "default",
         working_dir = container.get("workingDir")
         cwd = Path(map_path(working_dir, mounts)) if working_dir else None
         if cwd is None or not str(cwd).startswith(str(run_dir)):
-            cwd = run_dir / "pods" / name / "workdir"  # the image's directories do not exist here
+            cwd = pod_dir(run_dir, name) / "workdir"  # the image's directories do not exist here
         planned.append(LocalPod(name, replica_type, index, tuple(argv), env, tuple(injected), cwd,
                                 op.restart_policy(job, replica_type), tuple(mounts), cpus))
     return planned

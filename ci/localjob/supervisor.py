@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from ci.localjob.pods import LocalPod
+from ci.localjob.pods import LocalPod, empty_dirs, pod_dir
 
 POLL_SECONDS = 0.2
 RESTART_DELAY_SECONDS = 1.0
@@ -111,8 +111,8 @@ class JobRunner:
 
     def _start(self, replica: _Replica) -> None:
         pod = replica.pod
-        pod_dir = self.run_dir / "pods" / pod.name
-        for directory in [pod_dir, pod.cwd, *(local for _, local in pod.mounts)]:
+        own_dir = pod_dir(self.run_dir, pod.name)
+        for directory in [own_dir, pod.cwd, *(local for _, local in pod.mounts)]:
             directory.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         # Its own session, so stopping a replica also stops what it spawned (torchrun's workers).
@@ -125,7 +125,7 @@ class JobRunner:
                 os.sched_setaffinity(replica.process.pid, pod.cpus)
             except ProcessLookupError:
                 pass  # it exited already; the poll loop reports it
-        (pod_dir / "pid").write_text(f"{replica.process.pid}\n")
+        (own_dir / "pid").write_text(f"{replica.process.pid}\n")
         replica.pump = threading.Thread(target=self._pump_output, daemon=True,
                                         args=(pod, replica.process.stdout, self.run_dir / "logs" / f"{pod.name}.log"))
         replica.pump.start()
@@ -152,7 +152,7 @@ class JobRunner:
             pass
         replica.process.wait()
         replica.pump.join(timeout=5)
-        (self.run_dir / "pods" / replica.pod.name / "pid").unlink(missing_ok=True)
+        (pod_dir(self.run_dir, replica.pod.name) / "pid").unlink(missing_ok=True)
 
     # -- job rules ---------------------------------------------------------------------------
 
@@ -179,11 +179,11 @@ class JobRunner:
                     f"(restart {self.restarts + 1} of the job)")
         self.restarts += 1
         limit = "unlimited" if self.backoff_limit is None else self.backoff_limit
-        how = "recreating the pod" if pod.restart_policy == "ExitCode" else "restarting it"
-        self.say(f"{pod.name} exited with code {describe(code)}; {how} "
+        recreate = pod.restart_policy == "ExitCode"
+        self.say(f"{pod.name} exited with code {describe(code)}; {'recreating the pod' if recreate else 'restarting it'} "
                  f"(restartPolicy {pod.restart_policy}, job restart {self.restarts}, backoffLimit {limit})")
-        if pod.restart_policy == "ExitCode":
-            shutil.rmtree(self.run_dir / "pods" / pod.name / "volumes", ignore_errors=True)
+        if recreate:
+            shutil.rmtree(empty_dirs(self.run_dir, pod.name), ignore_errors=True)
         replica.restart_at = time.monotonic() + RESTART_DELAY_SECONDS
         return None
 

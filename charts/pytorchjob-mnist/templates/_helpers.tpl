@@ -21,11 +21,16 @@ app.kubernetes.io/name: {{ include "pytorchjob-mnist.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
-{{- define "pytorchjob-mnist.labels" -}}
+{{/* The labels the chart sets on every object; `labels` may not repeat them. */}}
+{{- define "pytorchjob-mnist.chartLabels" -}}
 helm.sh/chart: {{ include "pytorchjob-mnist.chart" . }}
 {{ include "pytorchjob-mnist.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "pytorchjob-mnist.labels" -}}
+{{ include "pytorchjob-mnist.chartLabels" . }}
 {{- with .Values.labels }}
 {{ toYaml . }}
 {{- end }}

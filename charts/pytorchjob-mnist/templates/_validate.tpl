@@ -93,9 +93,11 @@ Fixed paths come first, so a collision always names a value that can move. */}}
 {{- if and .Values.persistence.existingClaim .Values.persistence.hostPath.path }}
 {{- fail "persistence.existingClaim and persistence.hostPath.path are both set; pick one: the existing claim, or a hostPath volume the chart creates" }}
 {{- end }}
-{{- /* A repeated key would render twice; the chart's own select the pods that share the volume. */}}
+{{- /* A repeated key would render twice; the chart's own select the pods that share the volume.
+They are its object labels plus the component label of every pod. */}}
+{{- $chartOwned := append (keys (include "pytorchjob-mnist.chartLabels" . | fromYaml)) "app.kubernetes.io/component" }}
 {{- range $key, $_ := .Values.labels }}
-{{- if has $key (list "helm.sh/chart" "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/version" "app.kubernetes.io/managed-by" "app.kubernetes.io/component") }}
+{{- if has $key $chartOwned }}
 {{- fail (printf "labels: %q is one of the chart's own labels (they select the pods that share the volume); remove it from labels, or use another key such as app.kubernetes.io/part-of" $key) }}
 {{- end }}
 {{- if and (eq $key "kueue.x-k8s.io/queue-name") $.Values.kueue.queueName }}
