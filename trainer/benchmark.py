@@ -32,7 +32,7 @@ from trainer.distributed import DistContext
 from trainer.loop import TrainConfig, Trainer
 from trainer.metrics import Reporter
 from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net
-from trainer.runtime import retain_freed_memory
+from trainer.runtime import configure_device
 
 SEED_BATCH_SIZE = 64
 MFU_BATCH_SIZE = 256
@@ -135,8 +135,8 @@ def seed_images_per_second(root: Path, steps: int) -> float:
 
 def trainer_images_per_second(data: Dataset, batch_size: int, steps: int) -> float:
     """This trainer's epoch loop, as `mnist-train` sets it up, over `steps` batches."""
-    retain_freed_memory()
     ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    configure_device(ctx.device)
     data = data.to(ctx.device, MEMORY_FORMAT)
     config = TrainConfig(batch_size=batch_size)
     for limit in (WARMUP_STEPS, steps):

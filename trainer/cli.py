@@ -17,7 +17,7 @@ from trainer.fileio import NotWritableError, atomic_write, ensure_writable_dir
 from trainer.loop import LR_SCHEDULES, IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer
 from trainer.metrics import Reporter, write_metrics_json
 from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net
-from trainer.runtime import configure_threads, retain_freed_memory
+from trainer.runtime import configure_device, configure_threads, missing_compiler
 
 MODEL_FILE = "mnist_cnn.pt"
 METRICS_FILE = "metrics.json"
@@ -114,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--label-smoothing", type=_fraction, default=0.0, metavar="EPS",
                      help="label smoothing for the training loss (default: 0)")
     opt.add_argument("--compile", action="store_true",
-                     help="torch.compile the model (needs a C++ compiler on CPU; pays off on long GPU runs)")
+                     help="torch.compile the model (needs a compiler in the image: g++ on CPU, gcc or clang on GPU; "
+                          "pays off on long GPU runs)")
     opt.add_argument("--threads", type=_non_negative_int, default=0, metavar="N",
                      help="CPU threads per process; 0 = OMP_NUM_THREADS, else the cgroup CPU quota "
                           "divided by local processes. torchrun sets OMP_NUM_THREADS=1 for several "
@@ -193,14 +194,15 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> dict:
+    if args.compile and (lacking := missing_compiler(ctx.device)):
+        raise LaunchError(
+            f"--compile needs {lacking}, and none is on PATH. The trainer images ship no compiler: "
+            "drop --compile, or build an image that installs one."
+        )
     threads = configure_threads(args.threads, ctx.local_world_size)
-    retain_freed_memory()
+    configure_device(ctx.device)
     reporter.info(f"Using distributed PyTorch with {ctx.backend} backend")
     reporter.info(f"World Size: {ctx.world_size}. Rank: {ctx.rank}. Device: {ctx.device}. Threads: {threads}")
-    if ctx.device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-        torch.backends.cudnn.benchmark = True  # static shapes: pick the fastest kernels once
     data = load_data(args, ctx, reporter)
     if len(data.train_labels) < ctx.world_size:
         raise LaunchError(

@@ -124,16 +124,35 @@ def resolve_backend(requested: str, use_cuda: bool) -> str:
     if requested == "nccl" and not use_cuda:
         raise LaunchError(
             "--backend nccl needs a CUDA GPU, but none is available to this process "
-            "(or --no-cuda was given). Use --backend gloo or --backend auto on CPU."
+            f"(or --no-cuda was given){_cuda_build_hint()}. Use --backend gloo or --backend auto on CPU."
         )
     return requested
+
+
+def _cuda_build_hint() -> str:
+    if torch.version.cuda is None:
+        return "; this torch is a CPU build"
+    return (f"; this torch is built for CUDA {torch.version.cuda}, so the node's driver must support "
+            "that release and its GPU must be in torch.cuda.get_arch_list()")
+
+
+def cuda_device(local_rank: int, visible_gpus: int) -> torch.device:
+    """The GPU of this pod that LOCAL_RANK selects; more processes than GPUs is refused, since
+    CUDA would only say "invalid device ordinal" and the pod would be retried."""
+    if local_rank >= visible_gpus:
+        raise LaunchError(
+            f"LOCAL_RANK={local_rank} needs GPU {local_rank}, but this pod sees {visible_gpus}. Run at "
+            "most one process per GPU (chart: nprocPerNode no larger than gpu), request more GPUs, "
+            "or pass --no-cuda."
+        )
+    return torch.device("cuda", local_rank)
 
 
 def init(requested_backend: str, use_cuda: bool, timeout_seconds: float) -> DistContext:
     launch = read_launch_env()
     backend = resolve_backend(requested_backend, use_cuda)
     if use_cuda:
-        device = torch.device("cuda", launch.local_rank)
+        device = cuda_device(launch.local_rank, torch.cuda.device_count())
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")

@@ -62,8 +62,9 @@ def lr_at(config: TrainConfig, step: int, total_steps: int) -> float:
 
 
 def autocast_for(device: torch.device):
-    """bf16 autocast on GPUs that support it; CPU stays fp32 (bf16 only pays with AMX/AVX512)."""
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+    """bf16 autocast on GPUs with bf16 hardware (Ampere on); CPU stays fp32 (bf16 only pays with
+    AMX/AVX512). Emulated bf16 (e.g. a T4) is slower than fp32 and has no cuDNN convolutions."""
+    if device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False):
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return nullcontext()
 

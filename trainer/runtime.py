@@ -1,10 +1,12 @@
-"""Process-wide CPU tuning: thread counts sized to the container, and a heap that keeps memory."""
+"""Process-wide tuning: thread counts sized to the container, a heap that keeps memory on CPU,
+TF32 and cuDNN autotuning on GPU."""
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import math
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -88,3 +90,29 @@ def retain_freed_memory() -> bool:
     except (OSError, AttributeError):
         return False
     return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+
+
+def configure_device(device: torch.device) -> None:
+    """Tune the process for the device the model trains on."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        torch.backends.cudnn.benchmark = True  # static shapes: pick the fastest kernels once
+    else:
+        # Not on GPU runs: the dataset's host copies, freed once it is on the device, would stay
+        # in the process's memory for good.
+        retain_freed_memory()
+
+
+def missing_compiler(device: torch.device, env: Mapping[str, str] | None = None) -> str | None:
+    """What torch.compile lacks to build kernels for `device`, or None when a compiler is there:
+    Inductor's C++ compiler on CPU, Triton's C compiler on GPU (looked up as they look)."""
+    env = os.environ if env is None else env
+    if device.type == "cuda":
+        variable, candidates, what = "CC", ("gcc", "clang"), "a C compiler for Triton (gcc or clang, or set CC)"
+    else:
+        variable, candidates, what = "CXX", ("g++",), "a C++ compiler for Inductor (g++, or set CXX)"
+    if variable in env:
+        candidates = (env[variable],)
+    path = env.get("PATH", os.defpath)
+    return None if any(shutil.which(name, path=path) for name in candidates) else what

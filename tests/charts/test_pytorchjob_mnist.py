@@ -658,6 +658,11 @@ GUARDS = {
     "cpu-image-with-gpu": ({"gpu": 1, "image": {"variant": "cpu"}}, "set image.variant to cuda"),
     "two-gpus-without-torchrun": ({"gpu": 2}, "set torchrun.enabled=true"),
     "nproc-without-torchrun": ({"nprocPerNode": "4"}, "nprocPerNode: 4 without torchrun breaks WORLD_SIZE"),
+    # gloo too: the trainer puts each process of a GPU pod on the GPU its LOCAL_RANK numbers.
+    "more-processes-than-gpus": ({"gpu": 1, "backend": "gloo", "torchrun": {"enabled": True}, "nprocPerNode": "2"},
+                                 "nprocPerNode: 2 is more than gpu: 1, but every process of a GPU replica takes a GPU"),
+    "a-process-per-cpu-on-gpus": ({"gpu": 2, "torchrun": {"enabled": True}, "nprocPerNode": "cpu"},
+                                  "nprocPerNode: cpu starts a process per CPU core, but with gpu: 2"),
     "elastic-without-torchrun": ({"elasticPolicy": {"enabled": True}}, "elasticPolicy.enabled needs torchrun"),
     "elastic-without-workers": ({"workers": 0, "torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True}},
                                 "elasticPolicy.enabled needs at least one Worker"),

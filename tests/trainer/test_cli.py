@@ -104,6 +104,13 @@ def test_compiled_model_trains_and_saves_plain_keys(tmp_path):
     assert list(keys)[0] == "conv1.weight"
 
 
+def test_compile_without_a_compiler_stops_before_training(tmp_path):
+    result = run_trainer([*QUICK, "--compile", "--dir", ""], cwd=tmp_path, CXX=str(tmp_path / "no-such-g++"))
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "--compile needs a C++ compiler for Inductor (g++, or set CXX), and none is on PATH" in result.stderr
+    assert "Train Epoch" not in result.stdout
+
+
 @pytest.mark.slow
 def test_restart_resumes_only_a_run_with_the_same_settings(tmp_path):
     first = run_trainer([*QUICK, "--dir", "", "--checkpoint-dir", "ckpt"], cwd=tmp_path)

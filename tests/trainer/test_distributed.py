@@ -1,7 +1,10 @@
 import pytest
+import torch
 import torch.distributed as dist
 
-from trainer.distributed import LaunchError, check_group_matches, init, read_launch_env, resolve_backend
+from trainer.distributed import (
+    LaunchError, check_group_matches, cuda_device, init, read_launch_env, resolve_backend,
+)
 from trainer.runtime import cpu_quota, omp_threads_set_by_user, thread_count
 
 
@@ -54,6 +57,21 @@ def test_backend_auto_and_nccl_without_gpu():
     assert resolve_backend("gloo", use_cuda=True) == "gloo"
     with pytest.raises(LaunchError, match="--backend nccl needs a CUDA GPU"):
         resolve_backend("nccl", use_cuda=False)
+
+
+def test_nccl_without_gpu_names_the_cuda_release_the_driver_must_support(monkeypatch):
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    with pytest.raises(LaunchError, match="built for CUDA 13.0, so the node's driver must support"):
+        resolve_backend("nccl", use_cuda=False)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with pytest.raises(LaunchError, match="this torch is a CPU build"):
+        resolve_backend("nccl", use_cuda=False)
+
+
+def test_each_local_rank_gets_its_own_gpu_and_no_more_processes_than_gpus():
+    assert cuda_device(1, visible_gpus=2) == torch.device("cuda", 1)
+    with pytest.raises(LaunchError, match="LOCAL_RANK=2 needs GPU 2, but this pod sees 2.*nprocPerNode no larger than gpu"):
+        cuda_device(2, visible_gpus=2)
 
 
 @pytest.mark.skipif(dist.is_mpi_available(), reason="this PyTorch has MPI, so mpi would start")

@@ -1,10 +1,65 @@
 import platform
 
 import pytest
+import torch
 
-from trainer.runtime import retain_freed_memory
+from trainer import runtime
+from trainer.loop import autocast_for
+from trainer.runtime import configure_device, missing_compiler, retain_freed_memory
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt tuning is glibc-only")
 def test_heap_tuning_applies_on_glibc():
     assert retain_freed_memory() is True
+
+
+@pytest.fixture
+def heap_tuning_calls(monkeypatch):
+    calls = []
+    monkeypatch.setattr(runtime, "retain_freed_memory", lambda: calls.append(1))
+    # Saved and restored by hand: torch.backends.cuda.matmul's attributes are computed, which
+    # monkeypatch cannot restore.
+    flags = [(torch.backends.cuda.matmul, "allow_tf32"), (torch.backends.cudnn, "allow_tf32"),
+             (torch.backends.cudnn, "benchmark")]
+    saved = [getattr(module, flag) for module, flag in flags]
+    for module, flag in flags:
+        setattr(module, flag, False)
+    yield calls
+    for (module, flag), value in zip(flags, saved):
+        setattr(module, flag, value)
+
+
+def test_cpu_runs_keep_freed_memory_and_leave_cuda_settings_alone(heap_tuning_calls):
+    configure_device(torch.device("cpu"))
+    assert heap_tuning_calls == [1]
+    assert not torch.backends.cudnn.benchmark
+
+
+def test_gpu_runs_return_freed_host_memory_and_use_tf32(heap_tuning_calls):
+    # The dataset's host copies are freed once it is on the GPU; a heap that keeps them would
+    # hold that memory against the pod's limit for the whole run.
+    configure_device(torch.device("cuda", 0))
+    assert heap_tuning_calls == []
+    assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+    assert torch.backends.cudnn.benchmark
+
+
+@pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarning")  # no GPU here
+@pytest.mark.parametrize("native_bf16", [True, False])
+def test_bf16_autocast_only_on_gpus_with_bf16_hardware(monkeypatch, native_bf16):
+    # A T4 (sm_75) reports bf16 as supported when emulation counts; it has no bf16 convolutions.
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported",
+                        lambda including_emulation=True: including_emulation or native_bf16)
+    assert isinstance(autocast_for(torch.device("cuda", 0)), torch.autocast) is native_bf16
+
+
+def test_compile_finds_the_compiler_each_device_needs(tmp_path):
+    for name in ("clang", "c++-14"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    path = {"PATH": str(tmp_path)}
+    assert missing_compiler(torch.device("cuda", 0), path) is None  # Triton takes clang when gcc is absent
+    assert missing_compiler(torch.device("cpu"), path) == "a C++ compiler for Inductor (g++, or set CXX)"
+    assert missing_compiler(torch.device("cpu"), {**path, "CXX": "c++-14"}) is None
+    assert missing_compiler(torch.device("cuda", 0), {**path, "CC": "gcc-12"}) == (
+        "a C compiler for Triton (gcc or clang, or set CC)")

@@ -39,8 +39,14 @@ Included once, from pytorchjob.yaml.
 {{- fail "elasticPolicy.enabled needs torchrun (only torchrun reads the rendezvous variables); set torchrun.enabled=true" }}
 {{- end }}
 {{- end }}
-{{- if and (eq $backend "nccl") (regexMatch "^[0-9]+$" $nproc) (gt (atoi $nproc) $gpu) }}
-{{- fail (printf "nprocPerNode: %s is more than gpu: %d, but with nccl every process needs its own GPU; set nprocPerNode to at most %d" $nproc $gpu $gpu) }}
+{{- /* The trainer gives each process of a pod the GPU numbered by its LOCAL_RANK, whatever the backend. */}}
+{{- if gt $gpu 0 }}
+{{- if and (regexMatch "^[0-9]+$" $nproc) (gt (atoi $nproc) $gpu) }}
+{{- fail (printf "nprocPerNode: %s is more than gpu: %d, but every process of a GPU replica takes a GPU of its own; set nprocPerNode to at most %d (or leave it empty: one per GPU)" $nproc $gpu $gpu) }}
+{{- end }}
+{{- if eq $nproc "cpu" }}
+{{- fail (printf "nprocPerNode: cpu starts a process per CPU core, but with gpu: %d every process takes a GPU of its own; leave nprocPerNode empty (one per GPU), or set gpu: 0 to train on CPUs" $gpu) }}
+{{- end }}
 {{- end }}
 {{- if .Values.elasticPolicy.enabled }}
 {{- if eq $workers 0 }}
