@@ -6,8 +6,10 @@
 #      webhook has a CA bundle and answers;
 #   4. the webhook rejects a PyTorchJob with two Masters (the operator's rule);
 #   5. charts/pytorchjob-mnist installed with the local image, also under "restricted"; the PyTorchJob
-#      must reach Succeeded; `helm test` checks the model and metrics on the volume;
-#   6. both releases uninstalled: nothing labelled with their release is left but what the charts keep
+#      must reach Succeeded, its Master must log the world size the spec asks for (so no pod trained
+#      alone), and `helm test` checks the model and metrics on the volume;
+#   6. a second release without a volume whose pods must run on different nodes, so DDP crosses them;
+#   7. all releases uninstalled: nothing labelled with their release is left but what the charts keep
 #      on purpose (the PyTorchJob CRD, the training volume), which is then removed by hand.
 #
 # Environment: KIND_CLUSTER (default pytorchjob-mnist-e2e), KIND_NODE_IMAGE (kind's default),
@@ -26,9 +28,11 @@ operator_release=training-operator
 operator_namespace=kubeflow
 workload_chart="$repo/charts/pytorchjob-mnist"
 workload_values="$workload_chart/ci/cpu-gloo-values.yaml"
+# The chart names the PyTorchJob after the release.
 workload_release=mnist
 workload_namespace=mnist
-job="$workload_release"  # the chart names the PyTorchJob after the release
+two_nodes_values="$repo/ci/kind/two-nodes-values.yaml"
+two_nodes_release=mnist-two-nodes
 webhook_configuration=validator.training-operator.kubeflow.org
 
 first_tool() {
@@ -66,7 +70,7 @@ diagnostics() {
   kubectl get pytorchjobs -A -o yaml || true
   kubectl get events -A --sort-by=.lastTimestamp | tail -n 60 || true
   kubectl logs -n "$operator_namespace" -l "app.kubernetes.io/instance=$operator_release" --tail=200 || true
-  kubectl logs -n "$workload_namespace" -l "training.kubeflow.org/job-name=$job" --all-containers --prefix --tail=100 || true
+  kubectl logs -n "$workload_namespace" -l training.kubeflow.org/job-name --all-containers --prefix --tail=100 || true
 }
 
 finish() {
@@ -95,7 +99,9 @@ chart_images() {
 
 # no_pods NAMESPACE SELECTOR: true once no pod matches (kubectl wait fails when nothing matches).
 no_pods() {
-  [[ -z "$(kubectl get pods -n "$1" -l "$2" -o name)" ]]
+  local pods
+  pods=$(kubectl get pods -n "$1" -l "$2" -o name) || return 1
+  [[ -z "$pods" ]]
 }
 
 # leftovers RELEASE NAMESPACE: everything still labelled with the release, cluster-wide and namespaced.
@@ -108,7 +114,7 @@ leftovers() {
 }
 
 # uninstall_leaving_only RELEASE NAMESPACE POD_SELECTOR KEPT: uninstall, wait for the pods to go,
-# fail if anything but KEPT (what the chart keeps on purpose) is left, then delete KEPT.
+# fail if anything but KEPT (what the chart keeps on purpose; may be empty) is left, then delete KEPT.
 uninstall_leaving_only() {
   local left
   helm uninstall "$1" -n "$2" --wait --timeout 5m
@@ -118,12 +124,51 @@ uninstall_leaving_only() {
     printf 'unexpected leftovers of %s:\n%s\n' "$1" "$left" >&2
     exit 1
   fi
-  kubectl delete -n "$2" "$left" --wait
+  if [[ -n "$left" ]]; then kubectl delete -n "$2" "$left" --wait; fi
 }
 
-job_condition() {
-  kubectl get pytorchjob "$job" -n "$workload_namespace" \
-    -o jsonpath="{.status.conditions[?(@.type==\"$1\")].status}"
+# job_field JOB JSONPATH: a field of the PyTorchJob JOB in the workload namespace.
+job_field() {
+  kubectl get pytorchjob "$1" -n "$workload_namespace" -o jsonpath="$2"
+}
+
+# Pod states a retry never leaves (unlike ErrImagePull, which a registry's rate limit can cause).
+unstartable='ErrImageNeverPull|InvalidImageName|CreateContainerConfigError|CreateContainerError'
+
+# wait_for_job JOB: until the PyTorchJob succeeds; fail as soon as it fails or a pod cannot start.
+wait_for_job() {
+  local deadline=$((SECONDS + job_timeout)) stuck
+  until [[ "$(job_field "$1" '{.status.conditions[?(@.type=="Succeeded")].status}')" == True ]]; do
+    if [[ "$(job_field "$1" '{.status.conditions[?(@.type=="Failed")].status}')" == True ]]; then
+      echo "PyTorchJob $1 failed" >&2
+      return 1
+    fi
+    stuck=$(kubectl get pods -n "$workload_namespace" -l "training.kubeflow.org/job-name=$1" -o jsonpath='{range .items[*]}{.metadata.name}: {.status.initContainerStatuses[*].state.waiting.reason} {.status.containerStatuses[*].state.waiting.reason}{"\n"}{end}')
+    if grep -E "$unstartable" <<<"$stuck" >&2; then
+      echo "pods of PyTorchJob $1 cannot start" >&2
+      return 1
+    fi
+    if ((SECONDS >= deadline)); then echo "PyTorchJob $1 did not succeed within ${job_timeout}s" >&2; return 1; fi
+    kubectl get pytorchjob "$1" -n "$workload_namespace" --no-headers || true
+    sleep 15
+  done
+  # Same check, in kubectl's words (returns at once now).
+  kubectl wait "pytorchjob/$1" -n "$workload_namespace" --for=condition=Succeeded --timeout=10s
+}
+
+# check_master_log JOB: the Master (rank 0) reported its evaluation, in a process group of every
+# process the spec asks for (pods × nprocPerNode). A pod that lost the operator's environment would
+# train alone as world size 1 and still succeed.
+check_master_log() {
+  local masters workers nproc world log
+  masters=$(job_field "$1" '{.spec.pytorchReplicaSpecs.Master.replicas}')
+  workers=$(job_field "$1" '{.spec.pytorchReplicaSpecs.Worker.replicas}')
+  nproc=$(job_field "$1" '{.spec.nprocPerNode}')
+  world=$((masters + ${workers:-0}))
+  if [[ "$nproc" =~ ^[0-9]+$ ]]; then world=$((world * nproc)); fi
+  log=$(kubectl logs "$1-master-0" -n "$workload_namespace" -c pytorch)
+  grep -E "^World Size: $world\. Rank: 0\." <<<"$log" || { echo "$1-master-0 did not train in a world of $world" >&2; return 1; }
+  grep -E '^epoch=[0-9]+ accuracy=[0-9.]+ val_loss=[0-9.]+$' <<<"$log"
 }
 
 step "kind cluster $cluster"
@@ -138,13 +183,15 @@ fi
 kind load docker-image "$image" --name "$cluster"
 
 step "operator images (pulled once, loaded into the nodes)"
+operator_images=$(chart_images "$operator_release" "$operator_chart" -n "$operator_namespace" -f "$operator_values")
+[[ -n "$operator_images" ]] || { echo "found no images in the rendered training-operator chart" >&2; exit 1; }
 while read -r operator_image; do
   docker pull --quiet "$operator_image"
   # `kind load` can trip over multi-platform images in Docker's containerd image store; the nodes can
   # still pull them (IfNotPresent), so a failed preload only costs time.
   kind load docker-image "$operator_image" --name "$cluster" ||
     echo "warning: could not preload $operator_image; the nodes will pull it" >&2
-done < <(chart_images "$operator_release" "$operator_chart" -n "$operator_namespace" -f "$operator_values")
+done <<<"$operator_images"
 
 step "install the training-operator"
 restricted_namespace "$operator_namespace"
@@ -174,29 +221,32 @@ grep -q 'admission webhook "validator.pytorchjob.training-operator.kubeflow.org"
   exit 1
 }
 
+local_image=(--set "image.repository=${image%:*}" --set "image.tag=${image##*:}" --set image.pullPolicy=Never)
+
 step "install pytorchjob-mnist with the local image"
-helm install "$workload_release" "$workload_chart" -n "$workload_namespace" -f "$workload_values" \
-  --set "image.repository=${image%:*}" --set "image.tag=${image##*:}" --set image.pullPolicy=Never
-deadline=$((SECONDS + job_timeout))
-until [[ "$(job_condition Succeeded)" == True ]]; do
-  if [[ "$(job_condition Failed)" == True ]]; then echo "PyTorchJob $job failed" >&2; exit 1; fi
-  if ((SECONDS >= deadline)); then echo "PyTorchJob $job did not succeed within ${job_timeout}s" >&2; exit 1; fi
-  kubectl get pytorchjob "$job" -n "$workload_namespace" --no-headers || true
-  sleep 15
-done
-# Same check, in kubectl's words (returns at once now).
-kubectl wait "pytorchjob/$job" -n "$workload_namespace" --for=condition=Succeeded --timeout=10s
-master_log=$(kubectl logs "$job-master-0" -n "$workload_namespace" -c pytorch)
-grep -E '^epoch=[0-9]+ accuracy=[0-9.]+ val_loss=[0-9.]+$' <<<"$master_log"
-kubectl get pods -n "$workload_namespace" -l "training.kubeflow.org/job-name=$job" -o wide
+helm install "$workload_release" "$workload_chart" -n "$workload_namespace" -f "$workload_values" "${local_image[@]}"
+wait_for_job "$workload_release"
+check_master_log "$workload_release"
+kubectl get pods -n "$workload_namespace" -l "training.kubeflow.org/job-name=$workload_release" -o wide
 
 step "helm test"
 helm test "$workload_release" -n "$workload_namespace" --logs --timeout 10m
 
+step "a job across two nodes (no volume, so no single-node affinity)"
+helm install "$two_nodes_release" "$workload_chart" -n "$workload_namespace" -f "$workload_values" \
+  -f "$two_nodes_values" "${local_image[@]}"
+wait_for_job "$two_nodes_release"
+check_master_log "$two_nodes_release"
+kubectl get pods -n "$workload_namespace" -l "training.kubeflow.org/job-name=$two_nodes_release" -o wide
+nodes=$(kubectl get pods -n "$workload_namespace" -l "training.kubeflow.org/job-name=$two_nodes_release" \
+  -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u | wc -l)
+((nodes == 2)) || { echo "the pods of $two_nodes_release ran on $nodes node(s), not 2" >&2; exit 1; }
+
 step "uninstall and check for leftovers"
 # persistence.keep (default true) keeps the claim with the trained model; nothing else may remain.
-uninstall_leaving_only "$workload_release" "$workload_namespace" "training.kubeflow.org/job-name=$job" \
+uninstall_leaving_only "$workload_release" "$workload_namespace" "training.kubeflow.org/job-name=$workload_release" \
   "persistentvolumeclaim/$workload_release-storage"
+uninstall_leaving_only "$two_nodes_release" "$workload_namespace" "training.kubeflow.org/job-name=$two_nodes_release" ""
 # crds.keep keeps the CRD, so uninstalling the operator never deletes users' jobs; then delete it here.
 uninstall_leaving_only "$operator_release" "$operator_namespace" "app.kubernetes.io/instance=$operator_release" \
   "customresourcedefinition.apiextensions.k8s.io/pytorchjobs.kubeflow.org"

@@ -60,7 +60,7 @@ def test_kind_cluster_has_one_control_plane_and_two_workers():
 
 
 def test_the_values_files_the_e2e_installs_exist():
-    for name in ("operator_values", "workload_values"):
+    for name in ("operator_values", "workload_values", "two_nodes_values"):
         assert os.path.isfile(script_setting(name)), f"{name} = {script_setting(name)} is missing"
 
 
@@ -109,6 +109,25 @@ def test_the_job_is_named_after_the_release(helm):
     claims = by_kind(docs, "PersistentVolumeClaim")
     assert [c["metadata"]["name"] for c in claims] == [f"{release}-storage"]
     assert claims[0]["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_the_two_node_job_must_spread_its_pods_and_leaves_nothing(helm):
+    """The second job has no volume (no single-node affinity, no helm test) and a required
+    anti-affinity between its own pods, selected by the label the operator puts on them."""
+    release = script_setting("two_nodes_release")
+    docs = helm.render(REPO / "charts" / "pytorchjob-mnist", release=release,
+                       namespace=script_setting("workload_namespace"),
+                       values_files=(script_setting("workload_values"), script_setting("two_nodes_values")))
+    assert {d["kind"] for d in docs} == {"PyTorchJob"}, "nothing the uninstall would have to keep or the test needs"
+    [job] = by_kind(docs, "PyTorchJob")
+    assert job["metadata"]["name"] == release
+    for role, spec in job["spec"]["pytorchReplicaSpecs"].items():
+        affinity = spec["template"]["spec"]["affinity"]
+        assert "podAffinity" not in affinity, role
+        [term] = affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term == {"labelSelector": {"matchLabels": {"training.kubeflow.org/job-name": release}},
+                        "topologyKey": "kubernetes.io/hostname"}, role
+    assert f'uninstall_leaving_only "$two_nodes_release" "$workload_namespace" "training.kubeflow.org/job-name=$two_nodes_release" ""' in SCRIPT_TEXT
 
 
 def test_the_operator_uninstall_leaves_the_crd_the_script_expects(helm):
