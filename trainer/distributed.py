@@ -133,7 +133,7 @@ def _cuda_build_hint() -> str:
     if torch.version.cuda is None:
         return "; this torch is a CPU build"
     return (f"; this torch is built for CUDA {torch.version.cuda}, so the node's driver must support "
-            "that release and its GPU must be in torch.cuda.get_arch_list()")
+            "that release, and the GPU's architecture must be in torch.cuda.get_arch_list()")
 
 
 def cuda_device(local_rank: int, visible_gpus: int) -> torch.device:
