@@ -187,7 +187,8 @@ class Trainer:
             raise IncompatibleCheckpoint(
                 f"{path} was written by a run with other settings: {', '.join(changed)}. A restarted "
                 "run resumes only with the same settings; to start a new run, point --checkpoint-dir "
-                "at another directory or delete the checkpoints there."
+                "at another directory or delete the checkpoints there (with the pytorchjob-mnist chart: "
+                "another release name; `make run`: RUN_FLAGS=--fresh)."
             )
         progress = Progress(**{key: state[key] for key in PROGRESS_KEYS})
         trained_into = progress.epoch if progress.consumed else progress.epoch - 1
@@ -195,7 +196,8 @@ class Trainer:
             raise IncompatibleCheckpoint(
                 f"{path} has trained into epoch {trained_into}, beyond --epochs {self.config.epochs}, "
                 f"so its weights are not epoch {self.config.epochs}'s. Pass --epochs {trained_into} or "
-                "more to continue that run, or point --checkpoint-dir at another directory to start a new one."
+                "more (chart value training.epochs) to continue that run, or point --checkpoint-dir at "
+                "another directory to start a new one."
             )
         self.net.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -208,6 +210,12 @@ class Trainer:
                 f"{self.ctx.world_size} ranks, so the result differs from an uninterrupted run"
             )
         self.reporter.info(f"Resumed from {path} (epoch {self.progress.epoch}, step {self.progress.step})")
+        if progress.epoch > self.config.epochs:
+            last = progress.history[-1]
+            self.reporter.info(
+                f"That run has finished all {self.config.epochs} epochs (accuracy={last['accuracy']:.4f}), so "
+                "nothing is left to train; raise --epochs (chart value training.epochs) to train on."
+            )
 
     def _checkpoint(self) -> None:
         if self.store is None:

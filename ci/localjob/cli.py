@@ -68,6 +68,8 @@ def busy_ports(pods: list[LocalPod]) -> list[int]:
     busy = []
     for port in sorted(ports):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            # As torch's TCPStore binds: a previous run's connections in TIME_WAIT do not hold the port.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:

@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 # The trainer image's ENTRYPOINT, used when the container sets no command.
 IMAGE_ENTRYPOINT = ("python", "-m", "trainer")
 LOCALHOST = "127.0.0.1"
+GPU_RESOURCE = "nvidia.com/gpu"
 # Variables of the launching shell that would confuse torch.distributed in a replica.
 _HOST_DISTRIBUTED_ENV = re.compile(
     r"^(PET_.*|TORCHELASTIC_.*|MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK|LOCAL_WORLD_SIZE|GROUP_RANK|"
@@ -142,6 +143,16 @@ def container_env(container: dict, pod: str, namespace: str) -> list[tuple[str, 
     return env
 
 
+def requested_gpus(container: dict) -> int:
+    return int(((container.get("resources") or {}).get("limits") or {}).get(GPU_RESOURCE, 0))
+
+
+def visible_gpus() -> int:
+    import torch  # only when a pod asks for GPUs; the import takes a while
+
+    return torch.cuda.device_count()
+
+
 def cpu_shares(pods: int, cpus: list[int]) -> list[tuple[int, ...]]:
     """An equal share of `cpus` per pod: at least one each, reused in turn when pods outnumber CPUs."""
     per_pod = max(1, len(cpus) // pods)
@@ -167,6 +178,12 @@ def plan_pods(job: dict, run_dir: Path, namespace: str = "default",
             raise UnsupportedPod(f"{name}: no container named {op.CONTAINER_NAME} (the operator's webhook refuses this)")
         if len(pod_spec["containers"]) > 1 or pod_spec.get("initContainers"):
             raise UnsupportedPod(f"{name}: only the {op.CONTAINER_NAME} container can run locally")
+        wanted = requested_gpus(container)
+        if wanted and wanted > (available := visible_gpus()):
+            raise UnsupportedPod(
+                f"{name}: requests {wanted} {GPU_RESOURCE}, but this machine has {available} that torch can "
+                'use; add --set gpu=0 (make run RUN_FLAGS="--set gpu=0") to train on its CPUs'
+            )
         mounts = volume_mounts(pod_spec, container, name, run_dir)
         command = list(container.get("command") or IMAGE_ENTRYPOINT)
         argv = [resolve_executable(command[0])] + [map_path(a, mounts) for a in command[1:] + list(container.get("args") or [])]

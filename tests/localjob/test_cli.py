@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import io
 import socket
+from types import SimpleNamespace
 
-from ci.localjob.cli import main
+import pytest
+
+from ci.localjob.cli import busy_ports, main
 from ci.localjob.pods import REPO
 
 
@@ -31,6 +34,23 @@ def test_busy_port_is_reported_with_the_fix(tmp_path, capsys):
         port = holder.getsockname()[1]
         assert main(["--run-dir", str(tmp_path), "--port", str(port)]) == 2
     assert f"port {port} is already in use on this machine; stop what holds it or pass --port N" in capsys.readouterr().err
+
+
+def test_a_port_whose_last_connection_is_in_time_wait_is_free():
+    """Right after a run, its closed connections linger in TIME_WAIT on the port; a rerun must start."""
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch's TCPStore listens
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _ = server.accept()
+            accepted.close()  # the side that closes first keeps the port in TIME_WAIT
+            client.recv(1)
+    with socket.socket() as plain, pytest.raises(OSError):
+        plain.bind(("127.0.0.1", port))  # a bind without SO_REUSEADDR still fails
+    pod = SimpleNamespace(injected_env=(("MASTER_PORT", str(port)),))
+    assert busy_ports([pod]) == []
 
 
 def test_suspended_job_is_not_run(tmp_path, capsys):

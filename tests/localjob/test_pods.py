@@ -102,6 +102,19 @@ def test_what_cannot_run_locally_is_named(job, message, tmp_path):
         plan_pods(job, tmp_path, host_env=HOST_ENV)
 
 
+@pytest.mark.parametrize("gpus_here", [0, 1])
+def test_gpu_pods_need_as_many_gpus_here(monkeypatch, tmp_path, gpus_here):
+    """A GPU example fails once with the fix, not with each replica's CUDA error and restarts."""
+    monkeypatch.setattr("ci.localjob.pods.visible_gpus", lambda: gpus_here)
+    job = pod_spec_job(container={"resources": {"limits": {"nvidia.com/gpu": 2}}})
+    with pytest.raises(UnsupportedPod, match=re.escape(
+            f"mnist-master-0: requests 2 nvidia.com/gpu, but this machine has {gpus_here} that torch can use; "
+            'add --set gpu=0 (make run RUN_FLAGS="--set gpu=0")')):
+        plan_pods(job, tmp_path, host_env=HOST_ENV)
+    monkeypatch.setattr("ci.localjob.pods.visible_gpus", lambda: 2)
+    assert [pod.name for pod in plan_pods(job, tmp_path, host_env=HOST_ENV)] == ["mnist-master-0"]
+
+
 def test_pods_share_the_cpus_equally_and_each_gets_at_least_one():
     assert cpu_shares(2, [0, 1]) == [(0,), (1,)]
     assert cpu_shares(1, [0, 1]) == [(0, 1)]

@@ -108,7 +108,7 @@ def test_resume_refuses_fewer_epochs_than_the_checkpoint_trained(tmp_path, epoch
     reader = Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(False, None), store)  # --epochs 1
     if refused:
         with pytest.raises(IncompatibleCheckpoint, match=f"trained into epoch {epoch - (consumed == 0)}, beyond "
-                                                         "--epochs 1.* Pass --epochs"):
+                                                         r"--epochs 1.* Pass --epochs \d+ or more \(chart value training.epochs\)"):
             reader.resume()
     else:
         reader.resume()
