@@ -1,6 +1,7 @@
 """From a rendered PyTorchJob to local process plans: command, env, volumes and host names."""
 from __future__ import annotations
 
+import copy
 import re
 import sys
 from pathlib import Path
@@ -42,7 +43,7 @@ def test_volume_paths_in_args_and_env_become_local_directories(default_job, tmp_
 
 
 def test_env_is_host_env_then_container_env_then_operator_env(default_job, tmp_path):
-    job = default_job
+    job = copy.deepcopy(default_job)  # the fixture is shared by the module
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"] += [
         {"name": "WORLD_SIZE", "value": "99"}, {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     worker = plan_pods(job, tmp_path, namespace="ml", host_env=HOST_ENV)[1]

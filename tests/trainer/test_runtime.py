@@ -32,6 +32,7 @@ def heap_tuning_calls(monkeypatch):
 def test_cpu_runs_keep_freed_memory_and_leave_cuda_settings_alone(heap_tuning_calls):
     configure_device(torch.device("cpu"))
     assert heap_tuning_calls == [1]
+    assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
     assert not torch.backends.cudnn.benchmark
 
 
