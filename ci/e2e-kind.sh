@@ -134,6 +134,8 @@ job_field() {
 
 # Pod states a retry never leaves (unlike ErrImagePull, which a registry's rate limit can cause).
 unstartable='ErrImageNeverPull|InvalidImageName|CreateContainerConfigError|CreateContainerError'
+# One line per pod: its name and why its init and main containers are waiting.
+waiting_reasons='{range .items[*]}{.metadata.name}: {.status.initContainerStatuses[*].state.waiting.reason} {.status.containerStatuses[*].state.waiting.reason}{"\n"}{end}'
 
 # wait_for_job JOB: until the PyTorchJob succeeds; fail as soon as it fails or a pod cannot start.
 wait_for_job() {
@@ -143,7 +145,7 @@ wait_for_job() {
       echo "PyTorchJob $1 failed" >&2
       return 1
     fi
-    stuck=$(kubectl get pods -n "$workload_namespace" -l "training.kubeflow.org/job-name=$1" -o jsonpath='{range .items[*]}{.metadata.name}: {.status.initContainerStatuses[*].state.waiting.reason} {.status.containerStatuses[*].state.waiting.reason}{"\n"}{end}')
+    stuck=$(kubectl get pods -n "$workload_namespace" -l "training.kubeflow.org/job-name=$1" -o jsonpath="$waiting_reasons")
     if grep -E "$unstartable" <<<"$stuck" >&2; then
       echo "pods of PyTorchJob $1 cannot start" >&2
       return 1
