@@ -559,7 +559,7 @@ def test_helm_test_pod_checks_this_runs_model_dir(default_docs):
     assert container["command"][:2] == ["python", "-c"]
     assert container["command"][2] == (CHART / "files" / "check_run.py").read_text()
     trainer_args = trainer_container(default_docs)["args"]
-    assert container["args"] == [flag(trainer_args, "--output-dir"), "0.5", "1800", flag(trainer_args, "--run-id")]
+    assert container["args"] == [flag(trainer_args, "--output-dir"), "0.5", "1800", flag(trainer_args, "--run-id"), "2"]
     assert container["image"] == trainer_container(default_docs)["image"]
     volume = pod["spec"]["volumes"][0]
     assert volume["persistentVolumeClaim"] == {"claimName": "mnist-storage", "readOnly": True}
@@ -578,10 +578,20 @@ def test_run_id_changes_with_what_shapes_the_run_and_only_then(helm, tmp_path, d
     assert default not in changed and len(set(changed)) == len(changed)
 
 
+@pytest.mark.parametrize("values, world_size", [
+    ({"workers": 2, "torchrun": {"enabled": True}, "nprocPerNode": "2"}, "6"),
+    ({"workers": 0}, "1"),
+    ({"torchrun": {"enabled": True}, "nprocPerNode": "auto"}, ""),
+    ({"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True}}, ""),
+])
+def test_helm_test_checks_the_world_size_when_the_values_fix_it(helm, tmp_path, values, world_size):
+    assert one(render_with(helm, values, tmp_path), "Pod")["spec"]["containers"][0]["args"][4] == world_size
+
+
 @pytest.mark.parametrize("custom", [{"args": ["--epochs=1"]}, {"command": ["python", "/app/train.py"]}])
 def test_helm_test_accepts_any_finished_run_of_a_custom_command_or_args(helm, tmp_path, custom):
     docs = render_with(helm, custom, tmp_path)
-    assert one(docs, "Pod")["spec"]["containers"][0]["args"][3] == ""
+    assert one(docs, "Pod")["spec"]["containers"][0]["args"][3:] == ["", ""]
 
 
 def test_helm_test_pod_image_can_be_replaced(helm, tmp_path):

@@ -14,14 +14,15 @@ from tests.support.helm import REPO
 SCRIPT = (REPO / "charts" / "pytorchjob-mnist" / "files" / "check_run.py").read_text()
 
 
-def check(model_dir, min_accuracy="0.5", timeout="0", run_id="run-b") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", SCRIPT, str(model_dir), min_accuracy, timeout, run_id],
+def check(model_dir, min_accuracy="0.5", timeout="0", run_id="run-b", world_size="2") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", SCRIPT, str(model_dir), min_accuracy, timeout, run_id, world_size],
                           capture_output=True, text=True)
 
 
 @pytest.fixture
 def finished_run(tmp_path):
-    (tmp_path / "metrics.json").write_text(json.dumps({"run_id": "run-b", "accuracy": 0.9, "val_loss": 0.3}))
+    (tmp_path / "metrics.json").write_text(
+        json.dumps({"run_id": "run-b", "accuracy": 0.9, "val_loss": 0.3, "world_size": 2}))
     torch.save(torch.nn.Linear(2, 2).state_dict(), tmp_path / "mnist_cnn.pt")
     return tmp_path
 
@@ -29,7 +30,20 @@ def finished_run(tmp_path):
 def test_a_finished_run_passes(finished_run):
     result = check(finished_run)
     assert result.returncode == 0, result.stderr
-    assert "OK: accuracy 0.9000 >= 0.5" in result.stdout and "holds 2 tensors" in result.stdout
+    assert "OK: accuracy 0.9000 >= 0.5; world size 2;" in result.stdout and "holds 2 tensors" in result.stdout
+
+
+def test_a_run_in_another_world_size_fails(finished_run):
+    """Pods that did not get the operator's environment each train alone, and their job succeeds."""
+    result = check(finished_run, world_size="4")
+    assert result.returncode == 1
+    assert "the run trained in a world of 2 processes, but the job has 4 (pods x nprocPerNode)" in result.stderr
+
+
+def test_without_a_world_size_any_size_passes(finished_run):
+    """Elastic jobs and nprocPerNode auto/cpu/gpu have no fixed size, so the chart passes an empty one."""
+    result = check(finished_run, world_size="")
+    assert result.returncode == 0, result.stderr
 
 
 def test_low_accuracy_fails(finished_run):

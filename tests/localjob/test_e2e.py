@@ -92,12 +92,12 @@ def test_the_helm_test_check_passes_on_the_result(undisturbed_run, helm):
     on the claim: it finds this run's id in metrics.json."""
     _, _, run_dir = undisturbed_run
     check = next(d for d in helm.render(CHART, set_values=UNDISTURBED) if d["kind"] == "Pod")["spec"]["containers"][0]
-    _, min_accuracy, _, run_id = check["args"]
+    _, min_accuracy, _, run_id, world_size = check["args"]
     assert json.loads((run_dir / RUN_SUBDIR / "model/metrics.json").read_text())["run_id"] == run_id
     result = subprocess.run([sys.executable, "-c", check["command"][2], str(run_dir / RUN_SUBDIR / "model"),
-                             min_accuracy, "1", run_id], capture_output=True, text=True)
+                             min_accuracy, "1", run_id, world_size], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "OK: accuracy" in result.stdout
+    assert "OK: accuracy" in result.stdout and f"world size {world_size};" in result.stdout
 
 
 @pytest.mark.parametrize("policy", ["OnFailure", "ExitCode"])

@@ -202,6 +202,17 @@ instead of passing on one that other values left on the volume.
   | toJson | sha256sum | trunc 16 }}
 {{- end }}
 
+{{/*
+The world size a run of these values trains in (pods × nprocPerNode), which `helm test` checks
+in metrics.json; empty when it is not fixed (elastic, or nprocPerNode auto/cpu/gpu).
+*/}}
+{{- define "pytorchjob-mnist.worldSize" -}}
+{{- $nproc := include "pytorchjob-mnist.nprocPerNode" . }}
+{{- if and (not .Values.elasticPolicy.enabled) (regexMatch "^[0-9]+$" $nproc) }}
+{{- mul (add1 (int .Values.workers)) (atoi $nproc) }}
+{{- end }}
+{{- end }}
+
 {{/* The trainer's flags with --run-id, before extraArgs so that a user's flags come last. */}}
 {{- define "pytorchjob-mnist.trainerArgs" -}}
 {{- $flags := include "pytorchjob-mnist.trainingFlags" . | fromJsonArray }}
