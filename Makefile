@@ -24,7 +24,8 @@ VARIANT ?= cpu
 TAG ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 IMG ?= $(REGISTRY)/$(IMAGE_NAME):$(TAG)-$(VARIANT)
 CONTAINER_TOOL ?= $(shell docker info >/dev/null 2>&1 || ! command -v podman >/dev/null && echo docker || echo podman)
-PLATFORMS ?=
+# Cluster nodes are mostly amd64; a laptop (an Apple-silicon Mac, say) would otherwise build its own arch.
+PLATFORMS ?= linux/amd64
 IMAGE_BUILD_FLAGS ?=
 
 ##@ Everyday

@@ -4,8 +4,8 @@
 #
 #   VARIANT=cpu|cuda  IMG=<name:tag>  CONTAINER_TOOL=docker|podman  PLATFORMS=linux/amd64[,linux/arm64]
 #   ci/build-image.sh [--build-arg KEY=VALUE ...]
-# Several PLATFORMS need a destination for the multi-arch result: `--push` with docker buildx,
-# `--manifest <name>` with podman.
+# Several PLATFORMS need a destination for the multi-arch result, which no single local tag can
+# hold: `--push` with docker, `--manifest <name>` with podman; without one the build is refused.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,13 +25,33 @@ revision="${REVISION:-$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknow
 # SOURCE_DATE_EPOCH (reproducible builds) wins over "now".
 created="${CREATED:-$(date -u ${SOURCE_DATE_EPOCH:+-d "@$SOURCE_DATE_EPOCH"} +%Y-%m-%dT%H:%M:%SZ)}"
 
-args=(build --file "$repo/docker/Dockerfile" --tag "$IMG"
+# docker: `buildx build` runs on the builder `docker buildx use` selected; plain `docker build`
+# always takes the engine's default builder, which cannot build several platforms.
+build=(build)
+case "$(basename "$tool")" in *docker*) build=(buildx build) ;; esac
+destination=""
+for arg in "$@"; do
+  case "$arg" in --push|--load|-o|--output|--output=*|--manifest|--manifest=*) destination="$arg" ;; esac
+done
+if [[ "${PLATFORMS:-}" == *,* && -z "$destination" ]]; then
+  echo "PLATFORMS=$PLATFORMS builds one image per platform, which the local tag $IMG cannot hold." >&2
+  echo "Add IMAGE_BUILD_FLAGS=--push (docker) or IMAGE_BUILD_FLAGS='--manifest <name>' (podman, then" \
+    "\`podman manifest push <name>\`), or build one platform." >&2
+  exit 2
+fi
+
+args=("${build[@]}" --file "$repo/docker/Dockerfile" --tag "$IMG"
   --build-arg "VARIANT=$variant"
   --label "org.opencontainers.image.version=$version"
   --label "org.opencontainers.image.revision=$revision"
   --label "org.opencontainers.image.created=$created")
 if [[ -n "${PLATFORMS:-}" ]]; then
   args+=(--platform "$PLATFORMS")
+fi
+if [[ "${build[0]}" == buildx && -z "$destination" ]]; then
+  # A docker-container builder keeps its result in its own cache; `make push` and `kind load` read
+  # the engine's images.
+  args+=(--load)
 fi
 set -x
 "$tool" "${args[@]}" "$@" "$repo"

@@ -14,13 +14,22 @@ BUILD_SCRIPT = REPO / "ci" / "build-image.sh"
 PYPROJECT_VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
 
 
-@pytest.fixture
-def recording_tool(tmp_path: Path) -> tuple[Path, Path]:
-    record = tmp_path / "args"
-    tool = tmp_path / "fake-docker"
+def make_recording_tool(directory: Path, name: str) -> tuple[Path, Path]:
+    record = directory / "args"
+    tool = directory / name
     tool.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{record}"\n')
     tool.chmod(0o755)
     return tool, record
+
+
+@pytest.fixture
+def recording_tool(tmp_path: Path) -> tuple[Path, Path]:
+    return make_recording_tool(tmp_path, "fake-docker")
+
+
+@pytest.fixture
+def recording_podman(tmp_path: Path) -> tuple[Path, Path]:
+    return make_recording_tool(tmp_path, "fake-podman")
 
 
 def build(tool: Path, *extra: str, **env: str) -> subprocess.CompletedProcess:
@@ -35,7 +44,9 @@ def test_passes_variant_labels_and_context(recording_tool):
                    VARIANT="cuda", SOURCE_DATE_EPOCH="1700000000")
     assert result.returncode == 0, result.stderr
     args = record.read_text().splitlines()
-    assert args[0] == "build" and args[-1] == str(REPO), "context is the repository root"
+    # buildx build, not build: only it honours the builder `docker buildx use` selected.
+    assert args[:2] == ["buildx", "build"] and args[-1] == str(REPO), "context is the repository root"
+    assert "--load" in args, "a docker-container builder's result must reach the engine for `make push`"
     pairs = list(zip(args, args[1:]))
     assert ("--file", str(REPO / "docker" / "Dockerfile")) in pairs
     assert ("--tag", "example.com/trainer:1-cuda") in pairs
@@ -54,9 +65,27 @@ def test_passes_variant_labels_and_context(recording_tool):
 
 def test_platforms(recording_tool):
     tool, record = recording_tool
-    assert build(tool, IMG="t:cpu", PLATFORMS="linux/amd64,linux/arm64").returncode == 0
+    assert build(tool, "--push", IMG="t:cpu", PLATFORMS="linux/amd64,linux/arm64").returncode == 0
     args = record.read_text().splitlines()
     assert args[args.index("--platform") + 1] == "linux/amd64,linux/arm64"
+    assert "--load" not in args, "a pushed build is not loaded"
+
+
+def test_podman_builds_with_plain_build_into_a_manifest(recording_podman):
+    tool, record = recording_podman
+    result = build(tool, "--manifest", "t:multi", IMG="t:cpu", PLATFORMS="linux/amd64,linux/arm64")
+    assert result.returncode == 0, result.stderr
+    args = record.read_text().splitlines()
+    assert args[0] == "build" and "--load" not in args
+    assert ("--manifest", "t:multi") in list(zip(args, args[1:]))
+
+
+@pytest.mark.parametrize("tool_fixture, hint", [("recording_tool", "--push"), ("recording_podman", "--manifest")])
+def test_several_platforms_without_a_destination_are_refused(request, tool_fixture, hint):
+    tool, record = request.getfixturevalue(tool_fixture)
+    result = build(tool, IMG="t:cpu", PLATFORMS="linux/amd64,linux/arm64")
+    assert result.returncode == 2 and "one image per platform" in result.stderr and hint in result.stderr
+    assert not record.exists(), "the container tool must not run"
 
 
 @pytest.mark.parametrize(
