@@ -238,7 +238,10 @@ def test_leader_election_adds_flag_and_leases_rule(helm):
     role = one(docs, "Role")
     assert role["metadata"]["namespace"] == NAMESPACE
     assert any(r["apiGroups"] == ["coordination.k8s.io"] and r["resources"] == ["leases"] for r in role["rules"])
-    assert "strategy" not in one(docs, "Deployment")["spec"]
+    # Rendered, not left to the API server: under server-side apply an unowned rollingUpdate would
+    # stay when leader election is turned off, and Recreate with rollingUpdate is refused.
+    assert one(docs, "Deployment")["spec"]["strategy"] == {
+        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
 
 
 def test_several_replicas_need_leader_election(helm):
@@ -316,6 +319,24 @@ def test_tunables_reach_the_operator(helm):
     assert operator_flags["--controller-threads"] == "3"
     assert (operator_flags["--kube-api-qps"], operator_flags["--kube-api-burst"]) == ("55", "80")
     assert operator_flags["--zap-encoder"] == "json"
+
+
+def test_log_level_takes_a_debug_verbosity(helm):
+    assert flags(render(helm, logLevel=5))["--zap-log-level"] == "5"
+    assert "logLevel" in template_error(helm, logLevel=0)
+
+
+def test_fractional_qps_from_a_values_file_is_refused(helm, tmp_path):
+    # The operator's --kube-api-qps is an int flag: 2.5 would crash-loop it (--set would pass a string).
+    values = tmp_path / "values.yaml"
+    values.write_text("kubeAPI:\n  qps: 2.5\n")
+    result = helm.template(CHART, values_files=(values,), release=RELEASE, namespace=NAMESPACE)
+    assert result.returncode != 0 and "qps" in result.stderr, result.stderr
+
+
+def test_init_container_user_can_be_left_to_the_platform(helm):
+    (init,) = init_container_template(render(helm, **{"initContainer.runAsUser": None}))
+    assert "runAsUser" not in init["securityContext"] and init["securityContext"]["runAsNonRoot"] is True
 
 
 def test_scheduling_knobs_reach_the_pod(helm):
@@ -436,10 +457,16 @@ def test_renders_with_helm_global_values(helm):
 def test_renders_as_a_subchart(helm, tmp_path):
     parent = tmp_path / "umbrella"
     (parent / "charts").mkdir(parents=True)
-    (parent / "Chart.yaml").write_text("apiVersion: v2\nname: umbrella\nversion: 0.1.0\n")
+    version = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
+    # The usual optional dependency: its condition key reaches the subchart's closed schema.
+    (parent / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: umbrella\nversion: 0.1.0\ndependencies:\n"
+        f"  - name: training-operator\n    version: {version}\n    condition: training-operator.enabled\n")
     shutil.copytree(CHART, parent / "charts" / "training-operator")
-    docs = helm.render(parent, release=RELEASE, namespace=NAMESPACE, set_values={"global.imageRegistry": "mirror.local"})
+    docs = helm.render(parent, release=RELEASE, namespace=NAMESPACE,
+                       set_values={"global.imageRegistry": "mirror.local", "training-operator.enabled": True})
     assert one(docs, "Deployment")["metadata"]["name"] == RELEASE
+    assert helm.render(parent, release=RELEASE, namespace=NAMESPACE, set_values={"training-operator.enabled": False}) == []
 
 
 @pytest.mark.parametrize(("set_values", "expected"), [

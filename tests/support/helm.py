@@ -58,6 +58,8 @@ class Helm:
 
 
 def _set_literal(value: object) -> str:
+    if value is None:
+        return "null"  # Helm drops the key, leaving the chart's default out
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
