@@ -3,7 +3,9 @@
 - restartPolicy OnFailure restarts a replica on any non-zero exit; ExitCode only on exit codes
   ≥ 128 (signals such as SIGKILL/OOM = 137), failing the job on 1–127; Never fails the job.
 - runPolicy.backoffLimit fails the job when its restarts would add up to it (the operator fails
-  it once the pods' restart counts reach it); activeDeadlineSeconds caps its runtime.
+  it once the pods' restart counts reach it, but does not count ExitCode's recreations: here the
+  limit applies to them too, and the message says the cluster differs); activeDeadlineSeconds caps
+  its runtime.
 - ExitCode restarts by recreating the pod, so its emptyDirs start empty; OnFailure restarts the
   container in the same pod, whose emptyDirs survive.
 - With a Master the job Succeeds when the Master succeeds; without one, when every Worker does
@@ -175,8 +177,12 @@ class JobRunner:
         if not retryable(pod.restart_policy, code):
             return f"{pod.name} exited with code {describe(code)} and restartPolicy {pod.restart_policy} does not restart it"
         if self.backoff_limit is not None and self.restarts + 1 >= self.backoff_limit:
-            return (f"{pod.name} exited with code {describe(code)}; backoffLimit {self.backoff_limit} reached "
-                    f"(restart {self.restarts + 1} of the job)")
+            reason = (f"{pod.name} exited with code {describe(code)}; backoffLimit {self.backoff_limit} reached "
+                      f"(restart {self.restarts + 1} of the job)")
+            if pod.restart_policy == "ExitCode":
+                reason += ("; on a cluster the training-operator v1 does not count ExitCode's pod recreations "
+                           "(kubeflow/trainer#2045) and would recreate it until runPolicy.activeDeadlineSeconds")
+            return reason
         self.restarts += 1
         limit = "unlimited" if self.backoff_limit is None else self.backoff_limit
         recreate = pod.restart_policy == "ExitCode"

@@ -183,6 +183,8 @@ def test_sync_options():
     assert {"ServerSideApply=true", "RespectIgnoreDifferences=true"} <= set(operator["syncOptions"])
     job = application("pytorchjob-mnist")["spec"]["syncPolicy"]
     assert "SkipDryRunOnMissingResource=true" in job["syncOptions"]
+    # Argo CD applies every object of a sync; the job's Replace=true would restart a training run.
+    assert "ApplyOutOfSyncOnly=true" in job["syncOptions"]
     assert job["retry"]["limit"] > 0 and job["retry"]["backoff"]["factor"] > 1
     assert application("pytorchjob-mnist")["spec"]["source"]["helm"]["skipTests"] is True
 

@@ -4,6 +4,7 @@ each feature, each `fail` guard and each schema refusal on its own."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -227,6 +228,13 @@ def test_training_values_become_trainer_flags(helm, tmp_path):
     assert args[-2:] == ["--threads", "2"], "extra args come last so they can override"
 
 
+def test_large_whole_numbers_from_a_values_file_stay_integers(helm, tmp_path):
+    """A values file's numbers reach templates as floats, which toString writes as 2.0240101e+07."""
+    args = trainer_container(render_with(helm, {"training": {"seed": 20240101, "checkpointEvery": 1000000}},
+                                         tmp_path))["args"]
+    assert (flag(args, "--seed"), flag(args, "--checkpoint-every")) == ("20240101", "1000000")
+
+
 def test_decimals_from_set_are_accepted(helm):
     """`--set` hands decimals to the chart as strings; they must still become trainer flags."""
     docs = helm.render(CHART, set_values={"training.lr": "0.05", "training.momentum": "0.9", "tests.minAccuracy": "0.7"})
@@ -287,7 +295,9 @@ def test_two_releases_never_share_model_checkpoint_or_log_dirs(helm):
 def test_default_creates_a_kept_claim_mounted_in_every_replica(default_docs):
     pvc = one(default_docs, "PersistentVolumeClaim")
     assert pvc["metadata"]["name"] == "mnist-storage"
-    assert pvc["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    # Argo CD reads Helm's keep as Delete=false only; Prune=false keeps the claim out of pruning too.
+    assert pvc["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep",
+                                              "argocd.argoproj.io/sync-options": "Prune=false"}
     assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"] and "storageClassName" not in pvc["spec"]
     assert pvc["spec"]["resources"]["requests"]["storage"] == "5Gi"
     assert not by_kind(default_docs, "PersistentVolume")
@@ -581,7 +591,7 @@ def test_run_id_changes_with_what_shapes_the_run_and_only_then(helm, tmp_path, d
 @pytest.mark.parametrize("values, world_size", [
     ({"workers": 2, "torchrun": {"enabled": True}, "nprocPerNode": "2"}, "6"),
     ({"workers": 0}, "1"),
-    ({"torchrun": {"enabled": True}, "nprocPerNode": "auto"}, ""),
+    ({"gpu": 1, "torchrun": {"enabled": True}, "nprocPerNode": "auto"}, ""),
     ({"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True}}, ""),
 ])
 def test_helm_test_checks_the_world_size_when_the_values_fix_it(helm, tmp_path, values, world_size):
@@ -617,7 +627,8 @@ def test_notes_tell_the_user_what_to_run(helm):
     text = notes(helm, "--set", "tensorboard.enabled=true")
     for command in ("kubectl get pytorchjobs mnist -n ml", "kubectl logs -f mnist-master-0 -n ml",
                     "kubectl wait pytorchjob/mnist -n ml --for=condition=Succeeded",
-                    "helm test mnist -n ml --logs --timeout 1860s",
+                    "helm test mnist -n ml --timeout 1860s",
+                    "kubectl logs mnist-check-run -n ml",
                     "kubectl port-forward -n ml svc/mnist-tensorboard 6006:6006",
                     "kubectl delete pvc mnist-storage -n ml"):
         assert command in text, command
@@ -635,7 +646,8 @@ def test_notes_warn_when_pods_share_a_node_without_a_cpu_limit(helm):
 def test_notes_helm_test_timeout_outlasts_the_test_pods_wait(helm):
     """helm test gives up after 5 minutes by default; the test pod waits tests.timeoutSeconds."""
     text = notes(helm, "--set", "tests.timeoutSeconds=600")
-    assert "helm test mnist -n ml --logs --timeout 660s" in text
+    # No --logs: Helm 3 deletes a passed test's pod before reading its logs, then fails (helm/helm#9098).
+    assert "helm test mnist -n ml --timeout 660s" in text
 
 
 def test_notes_name_the_kept_host_path_volume_to_delete(helm):
@@ -659,6 +671,14 @@ def test_notes_warn_that_exit_code_never_retries_a_torchrun_pod(helm):
     assert warning not in notes(helm, "--set", "torchrun.enabled=true")
 
 
+def test_notes_warn_that_exit_code_recreations_are_unbounded_without_a_deadline(helm):
+    """The operator v1 does not count ExitCode's pod recreations against backoffLimit (kubeflow/trainer#2045)."""
+    warning = "Set runPolicy.activeDeadlineSeconds to bound the job"
+    assert warning in notes(helm, "--set", "restartPolicy=ExitCode")
+    assert warning not in notes(helm, "--set", "restartPolicy=ExitCode", "--set", "runPolicy.activeDeadlineSeconds=86400")
+    assert warning not in notes(helm)
+
+
 # --- fail guards and schema refusals: each message names the value and the fix ----------------------
 
 GUARDS = {
@@ -671,6 +691,11 @@ GUARDS = {
                                         "nprocPerNode: 2 is more than gpu: 1, but every process of a GPU replica takes a GPU"),
     "a-process-per-cpu-on-gpus": ({"gpu": 2, "torchrun": {"enabled": True}, "nprocPerNode": "cpu"},
                                   "nprocPerNode: cpu starts a process per CPU core, but with gpu: 2"),
+    # torchrun's own counts: "gpu" needs CUDA, "auto" and "cpu" count the node's cores, not the pod's.
+    "a-process-per-gpu-without-gpus": ({"torchrun": {"enabled": True}, "nprocPerNode": "gpu"},
+                                       'nprocPerNode: gpu counts the pod\'s GPUs, but gpu is 0'),
+    "a-process-per-node-core": ({"torchrun": {"enabled": True}, "nprocPerNode": "auto"},
+                                "nprocPerNode: auto with gpu: 0 starts a process per CPU core of the node"),
     "elastic-without-torchrun": ({"elasticPolicy": {"enabled": True}}, "elasticPolicy.enabled needs torchrun"),
     "elastic-without-workers": ({"workers": 0, "torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True}},
                                 "elasticPolicy.enabled needs at least one Worker"),
@@ -756,6 +781,8 @@ SCHEMA_REFUSALS = {
     "bad-quantity": ({"shm": {"sizeLimit": "big"}}, ["sizeLimit"]),
     "min-accuracy-above-one-string": ({"tests": {"minAccuracy": "1.5"}}, ["minAccuracy"]),
     "name-override-not-a-label-value": ({"nameOverride": "My Trainer!"}, ["nameOverride"]),
+    # One pod cluster-wide, or no writer: the job's pods could not all use the new claim.
+    "read-write-once-pod-claim": ({"persistence": {"create": {"accessModes": ["ReadWriteOncePod"]}}}, ["accessModes"]),
 }
 
 
@@ -790,6 +817,20 @@ def test_guards_accept_what_they_do_not_refuse(helm, tmp_path):
     assert one(docs, "Pod")["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == "data.v2"
     args = trainer_container(helm.render(CHART, set_values={"training.momentum": "0.95"}))["args"]
     assert flag(args, "--momentum") == "0.95", "decimal strings below 1 from --set still pass"
+
+
+def test_renders_as_an_optional_subchart(helm, tmp_path):
+    """Helm hands a subchart its `global` map and the parent's condition key; the closed schema takes both."""
+    parent = tmp_path / "umbrella"
+    (parent / "charts").mkdir(parents=True)
+    version = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
+    (parent / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: umbrella\nversion: 0.1.0\ndependencies:\n"
+        f"  - name: pytorchjob-mnist\n    version: {version}\n    condition: pytorchjob-mnist.enabled\n")
+    shutil.copytree(CHART, parent / "charts" / "pytorchjob-mnist")
+    docs = helm.render(parent, set_values={"pytorchjob-mnist.enabled": True, "global.imageRegistry": "mirror.local"})
+    assert one(docs, "PyTorchJob")
+    assert helm.render(parent, set_values={"pytorchjob-mnist.enabled": False}) == []
 
 
 def test_names_that_look_like_numbers_stay_strings(helm, tmp_path):

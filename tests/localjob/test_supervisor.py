@@ -73,6 +73,12 @@ def test_backoff_limit_fails_the_job_when_the_restarts_reach_it(tmp_path, limit,
     assert attempts(tmp_path, "job-master-0") == failures
 
 
+def test_exit_code_backoff_says_the_operator_would_not_stop(tmp_path):
+    result, _ = run(tmp_path, [pod(tmp_path, "job-master-0", "kill", policy="ExitCode")], backoff_limit=1)
+    assert result.state == "Failed" and "backoffLimit 1 reached" in result.reason
+    assert "training-operator v1 does not count ExitCode's pod recreations" in result.reason
+
+
 def test_exit_code_policy_restarts_a_killed_replica_but_not_an_error(tmp_path):
     killed, out = run(tmp_path, [pod(tmp_path, "job-master-0", "kill,0", policy="ExitCode")])
     assert killed.state == "Succeeded" and "exited with code 137 (SIGKILL); recreating the pod" in out

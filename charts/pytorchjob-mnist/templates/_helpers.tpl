@@ -160,7 +160,8 @@ affinity:
 {{- printf "%s/datasets" (trimSuffix "/" .Values.persistence.mountPath) }}
 {{- end }}
 
-{{/* The trainer flags generated from .Values.training (not --run-id or extraArgs), as JSON. */}}
+{{/* The trainer flags generated from .Values.training (not --run-id or extraArgs), as JSON.
+Whole numbers go through int64: a values file's are floats, which toString writes as 1e+06. */}}
 {{- define "pytorchjob-mnist.trainingFlags" -}}
 {{- $t := .Values.training }}
 {{- $runDir := include "pytorchjob-mnist.runDir" . }}
@@ -169,19 +170,19 @@ affinity:
 {{- $flags = concat $flags (list "--fallback-dataset" .) }}
 {{- end }}
 {{- $flags = concat $flags (list
-  "--epochs" (toString $t.epochs)
-  "--batch-size" (toString $t.batchSize)
-  "--test-batch-size" (toString $t.testBatchSize)
+  "--epochs" (int64 $t.epochs | toString)
+  "--batch-size" (int64 $t.batchSize | toString)
+  "--test-batch-size" (int64 $t.testBatchSize | toString)
   "--lr" (toString $t.lr)
   "--momentum" (toString $t.momentum)
-  "--seed" (toString $t.seed)
-  "--log-interval" (toString $t.logInterval)
+  "--seed" (int64 $t.seed | toString)
+  "--log-interval" (int64 $t.logInterval | toString)
   "--data-dir" (include "pytorchjob-mnist.dataDir" .)
   "--output-dir" (printf "%s/model" $runDir)
   "--log-dir" (printf "%s/tensorboard" $runDir)
   "--checkpoint-dir" (printf "%s/checkpoints" $runDir)
-  "--checkpoint-every" (toString $t.checkpointEvery)
-  "--keep-checkpoints" (toString $t.keepCheckpoints)) }}
+  "--checkpoint-every" (int64 $t.checkpointEvery | toString)
+  "--keep-checkpoints" (int64 $t.keepCheckpoints | toString)) }}
 {{- if eq (int .Values.gpu) 0 }}
 {{- /* CUDA images expose every GPU of the node unless told otherwise. */}}
 {{- $flags = append $flags "--no-cuda" }}
@@ -326,4 +327,11 @@ spec:
         medium: Memory
         sizeLimit: {{ .Values.shm.sizeLimit }}
     {{- end }}
+{{- end }}
+
+{{/* Keeps the volume: Helm on uninstall; Argo CD both on app deletion (it reads Helm's annotation
+as Delete=false) and on pruning, when the volume drops out of the rendered manifests. */}}
+{{- define "pytorchjob-mnist.keepAnnotations" -}}
+helm.sh/resource-policy: keep
+argocd.argoproj.io/sync-options: Prune=false
 {{- end }}

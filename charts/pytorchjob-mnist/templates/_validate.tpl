@@ -48,6 +48,13 @@ Included once, from pytorchjob.yaml.
 {{- fail (printf "nprocPerNode: cpu starts a process per CPU core, but with gpu: %d every process takes a GPU of its own; leave nprocPerNode empty (one per GPU), or set gpu: 0 to train on CPUs" $gpu) }}
 {{- end }}
 {{- end }}
+{{- if and (eq $gpu 0) (not (regexMatch "^[0-9]+$" $nproc)) }}
+{{- if eq $nproc "gpu" }}
+{{- fail "nprocPerNode: gpu counts the pod's GPUs, but gpu is 0, so torchrun stops with \"Cuda is not available\"; set nprocPerNode to a number of processes per pod (e.g. 2), or gpu to the GPUs per replica" }}
+{{- else }}
+{{- fail (printf "nprocPerNode: %s with gpu: 0 starts a process per CPU core of the node (not of the pod's CPU limit), each holding the model and data within the pod's one memory limit; set nprocPerNode to a number of processes per pod (e.g. 2)" $nproc) }}
+{{- end }}
+{{- end }}
 {{- if .Values.elasticPolicy.enabled }}
 {{- if eq $workers 0 }}
 {{- fail "elasticPolicy.enabled needs at least one Worker (the operator's webhook requires it and the rendezvous runs on worker-0); set workers to 1 or more" }}
