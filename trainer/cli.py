@@ -48,6 +48,11 @@ _non_negative_int = _checked(int, lambda v: v >= 0, "0 or more")
 _positive_float = _checked(float, lambda v: 0 < v < math.inf, "a positive number")
 _non_negative_float = _checked(float, lambda v: 0 <= v < math.inf, "0 or more")
 _fraction = _checked(float, lambda v: 0 <= v < 1, "in [0, 1)")
+# torch seeds are 64-bit and each epoch adds its number; C++ timeouts overflow far beyond 30 days.
+MAX_SEED = 2**63 - 1
+MAX_TIMEOUT_SECONDS = 30 * 24 * 3600
+_seed = _checked(int, lambda v: 0 <= v <= MAX_SEED, f"an integer from 0 to {MAX_SEED}")
+_timeout = _checked(float, lambda v: 0 < v <= MAX_TIMEOUT_SECONDS, f"a positive number of seconds up to {MAX_TIMEOUT_SECONDS}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     seed.add_argument("--momentum", type=_fraction, default=0.5, metavar="M",
                       help="SGD momentum (default: 0.5)")
     seed.add_argument("--no-cuda", action="store_true", help="train on the CPU even if a GPU is present")
-    seed.add_argument("--seed", type=int, default=1, metavar="S", help="random seed (default: 1)")
+    seed.add_argument("--seed", type=_seed, default=1, metavar="S", help="random seed (default: 1)")
     seed.add_argument("--log-interval", type=_positive_int, default=10, metavar="N",
                       help="batches between progress lines (default: 10)")
     seed.add_argument("--save-model", action="store_true",
@@ -120,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="CPU threads per process; 0 = OMP_NUM_THREADS, else the cgroup CPU quota "
                           "divided by local processes. torchrun sets OMP_NUM_THREADS=1 for several "
                           "processes per node, so there a 1 is ignored: use --threads 1 (default: 0)")
-    opt.add_argument("--pg-timeout", type=_positive_float, default=300.0, metavar="SECONDS",
+    opt.add_argument("--pg-timeout", type=_timeout, default=300.0, metavar="SECONDS",
                      help="process-group timeout: a dead peer fails the job after this long (default: 300)")
     return p
 

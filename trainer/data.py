@@ -33,7 +33,7 @@ DOWNLOAD_TIMEOUT_SECONDS = 60.0
 
 
 class DatasetUnavailable(RuntimeError):
-    """The dataset's files are absent and could not be downloaded."""
+    """The dataset's files are absent and could not be downloaded, or are there but unreadable."""
 
 
 @dataclass(frozen=True)
@@ -91,10 +91,20 @@ def _load_torchvision(name: str, data_dir: str | Path, download: bool) -> Datase
         with _socket_timeout(DOWNLOAD_TIMEOUT_SECONDS):
             train = cls(str(data_dir), train=True, download=download)
             test = cls(str(data_dir), train=False, download=download)
-    except (RuntimeError, OSError) as error:
+    # torchvision's IDX parser reports damaged files with asserts and reshape or index errors.
+    except (RuntimeError, OSError, ValueError, AssertionError, EOFError, IndexError) as error:
         reason = " ".join(str(error).split()) or type(error).__name__
+        raw = raw_folder(name, data_dir).resolve()
+        if all((raw / file).is_file() for file in IDX_FILES):
+            # torchvision checks the files by name only, and an interrupted extraction leaves a
+            # truncated one that every later run would take as present.
+            raise DatasetUnavailable(
+                f"{name}: the files in {raw} are unreadable ({reason}), e.g. truncated by an interrupted "
+                f"download. Delete {', '.join(IDX_FILES)} and their .gz archives there to download them "
+                "again, or choose --dataset digits or --dataset synthetic."
+            ) from error
         raise DatasetUnavailable(
-            f"{name}: files not found in {raw_folder(name, data_dir).resolve()} and could not be "
+            f"{name}: files not found in {raw} and could not be "
             f"downloaded ({reason}). Put {', '.join(IDX_FILES)} (or their .gz archives) there, "
             "or choose --dataset digits or --dataset synthetic."
         ) from error

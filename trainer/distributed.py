@@ -81,6 +81,9 @@ def read_launch_env(env: dict[str, str] | None = None) -> LaunchEnv:
     """Rank and world size from the environment, validated with actionable messages."""
     env = dict(os.environ if env is None else env)
     world_size = _int_var(env, "WORLD_SIZE", default=1, minimum=1)
+    if world_size > 1 and not env.get("RANK"):
+        # Defaulting to 0 would make every process rank 0 and fail later on a busy port or a timeout.
+        raise LaunchError(f"WORLD_SIZE={world_size} but RANK is not set. {_SET_BY_LAUNCHER}")
     rank = _int_var(env, "RANK", default=0, minimum=0)
     if rank >= world_size:
         raise LaunchError(f"RANK={rank} must be smaller than WORLD_SIZE={world_size}. {_SET_BY_LAUNCHER}")

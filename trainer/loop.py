@@ -212,9 +212,15 @@ class Trainer:
         self.reporter.info(f"Resumed from {path} (epoch {self.progress.epoch}, step {self.progress.step})")
         if progress.epoch > self.config.epochs:
             last = progress.history[-1]
+            if self.config.lr_schedule == "constant":
+                more = "raise --epochs (chart value training.epochs) to train on."
+            else:
+                # Its length is one of the settings a resume must match (see settings()).
+                more = (f"its {self.config.lr_schedule} schedule spans exactly these epochs, so to train longer "
+                        "start a new run in another --checkpoint-dir.")
             self.reporter.info(
                 f"That run has finished all {self.config.epochs} epochs (accuracy={last['accuracy']:.4f}), so "
-                "nothing is left to train; raise --epochs (chart value training.epochs) to train on."
+                f"nothing is left to train; {more}"
             )
 
     def _checkpoint(self) -> None:

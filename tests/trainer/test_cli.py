@@ -30,6 +30,9 @@ def test_seed_script_flags_and_defaults():
     (["--dataset", "cifar10"], "--dataset: invalid choice"),
     (["--backend", "tcp"], "--backend: invalid choice"),
     (["--nesterov", "--momentum", "0"], "--nesterov needs --momentum > 0"),
+    # Past these, torch fails later with an overflow and a traceback (exit 128, retried).
+    (["--seed", str(2**64 - 1)], "--seed: must be an integer from 0 to 9223372036854775807"),
+    (["--pg-timeout", "1e20"], "--pg-timeout: must be a positive number of seconds up to 2592000"),
 ])
 def test_invalid_flags_exit_2_naming_the_flag(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:

@@ -69,6 +69,33 @@ def test_missing_files_name_the_directory_and_the_four_files(tmp_path):
     assert "--dataset digits" in message
 
 
+def _damage_by_truncating(path):
+    content = path.read_bytes()
+    path.write_bytes(content[:len(content) // 2])
+
+
+def _damage_by_emptying(path):
+    path.write_bytes(b"")
+
+
+def _damage_with_an_error_page(path):
+    path.write_bytes(b"<html><body>502 Bad Gateway</body></html>")
+
+
+@pytest.mark.parametrize("damage, file", [(_damage_by_truncating, "train-images-idx3-ubyte"),
+                                          (_damage_by_emptying, "t10k-labels-idx1-ubyte"),
+                                          (_damage_with_an_error_page, "train-images-idx3-ubyte")])
+def test_damaged_files_are_named_as_unreadable_with_the_fix(tmp_path, damage, file):
+    """torchvision takes files as present by name; a truncated one must not read as "not found" or a traceback."""
+    write_idx_dataset(tmp_path, data.load("synthetic", tmp_path, download=False).limited(50, 20))
+    raw = tmp_path / "FashionMNIST" / "raw"
+    damage(raw / file)
+    with pytest.raises(data.DatasetUnavailable) as error:
+        data.load("fashion-mnist", tmp_path, download=True)
+    message = str(error.value)
+    assert f"the files in {raw} are unreadable" in message and "to download them again" in message
+
+
 STALLED_DOWNLOAD = """
 import socket, sys
 from torchvision import datasets

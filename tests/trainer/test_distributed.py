@@ -45,6 +45,7 @@ def test_bad_environment_is_named(env, message):
 
 
 @pytest.mark.parametrize("env", [{"WORLD_SIZE": "2", "RANK": "2", "MASTER_ADDR": "a", "MASTER_PORT": "1"},
+                                 {"WORLD_SIZE": "2", "MASTER_ADDR": "a", "MASTER_PORT": "1"},
                                  {"LOCAL_RANK": "first"}])
 def test_bad_rank_variables_say_who_sets_them(env):
     with pytest.raises(LaunchError, match="training-operator and torchrun set RANK.*don't override them"):

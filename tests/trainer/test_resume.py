@@ -115,6 +115,23 @@ def test_resume_refuses_fewer_epochs_than_the_checkpoint_trained(tmp_path, epoch
         assert reader.fit().accuracy == 0.5
 
 
+@pytest.mark.parametrize("schedule, advice", [
+    ("constant", "raise --epochs (chart value training.epochs) to train on"),
+    # A onecycle checkpoint records --epochs, so a rerun with more is refused as another run.
+    ("onecycle", "its onecycle schedule spans exactly these epochs, so to train longer start a new run in "
+                 "another --checkpoint-dir"),
+])
+def test_resuming_a_finished_run_says_how_to_train_longer(tmp_path, capsys, schedule, advice):
+    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    store = CheckpointStore(tmp_path, keep=3)
+    config = TrainConfig(batch_size=8, lr_schedule=schedule)
+    writer = Trainer(Net(), _numbered_dataset(), ctx, config, Reporter(False, None), store)
+    writer.progress.epoch, writer.progress.history = 2, [{"epoch": 1, "accuracy": 0.5, "val_loss": 1.0}]
+    writer._checkpoint()
+    Trainer(Net(), _numbered_dataset(), ctx, config, Reporter(True, None), store).resume()
+    assert f"finished all 1 epochs (accuracy=0.5000), so nothing is left to train; {advice}" in capsys.readouterr().out
+
+
 def test_resume_after_the_epochs_last_step_evaluates_without_training(tmp_path):
     # A step checkpoint on the epoch's last batch, then a stop before the epoch-end checkpoint.
     ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
