@@ -210,6 +210,7 @@ class Trainer:
                 f"{self.ctx.world_size} ranks, so the result differs from an uninterrupted run"
             )
         self.reporter.info(f"Resumed from {path} (epoch {self.progress.epoch}, step {self.progress.step})")
+        self.reporter.resume_after(progress.step)
         if progress.epoch > self.config.epochs:
             last = progress.history[-1]
             if self.config.lr_schedule == "constant":

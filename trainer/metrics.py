@@ -14,11 +14,14 @@ class Reporter:
 
     def __init__(self, enabled: bool, log_dir: str | Path | None) -> None:
         self.enabled = enabled
-        self._writer = None
-        if enabled and log_dir:
-            from tensorboardX import SummaryWriter
+        self._log_dir = log_dir if enabled else None
+        self._writer = None  # opened at the first scalar, once a resume has said where it starts
+        self._purge_step: int | None = None
 
-            self._writer = SummaryWriter(str(log_dir))
+    def resume_after(self, step: int) -> None:
+        """Hide from TensorBoard the scalars an interrupted run logged after `step`: this run
+        logs those steps again, and readers would otherwise see each twice."""
+        self._purge_step = step + 1
 
     def info(self, message: str) -> None:
         if self.enabled:
@@ -51,8 +54,13 @@ class Reporter:
             self._writer.close()
 
     def _scalar(self, tag: str, value: float, step: int) -> None:
-        if self._writer is not None:
-            self._writer.add_scalar(tag, value, step)
+        if not self._log_dir:
+            return
+        if self._writer is None:
+            from tensorboardX import SummaryWriter
+
+            self._writer = SummaryWriter(str(self._log_dir), purge_step=self._purge_step)
+        self._writer.add_scalar(tag, value, step)
 
 
 def _finite(value: float) -> float:

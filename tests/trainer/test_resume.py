@@ -1,6 +1,8 @@
 """Resuming in-process Trainers from mid-epoch checkpoints, in real gloo process groups."""
+import dataclasses
 import json
 import shutil
+import struct
 
 import pytest
 import torch
@@ -130,6 +132,42 @@ def test_resuming_a_finished_run_says_how_to_train_longer(tmp_path, capsys, sche
     writer._checkpoint()
     Trainer(Net(), _numbered_dataset(), ctx, config, Reporter(True, None), store).resume()
     assert f"finished all 1 epochs (accuracy=0.5000), so nothing is left to train; {advice}" in capsys.readouterr().out
+
+
+def _scalar_events(log_dir) -> list:
+    """The events of the one TensorBoard file in `log_dir` (TFRecord: length, CRC, event, CRC)."""
+    from tensorboardX.proto.event_pb2 import Event
+
+    (path,) = log_dir.glob("events.out.tfevents.*")
+    content, events, offset = path.read_bytes(), [], 0
+    while offset < len(content):
+        (length,) = struct.unpack("<Q", content[offset:offset + 8])
+        events.append(Event.FromString(content[offset + 12:offset + 12 + length]))
+        offset += 12 + length + 4
+    return events
+
+
+def test_a_resumed_run_hides_the_scalars_it_logs_again(tmp_path):
+    """Steps after the checkpoint were logged by the killed run too; TensorBoard purges them from the
+    step a SessionLog START names."""
+    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    config = dataclasses.replace(CONFIG, log_interval=1)
+    store = CheckpointStore(tmp_path / "ckpt", keep=100)
+    killed = Trainer(Net(), _numbered_dataset(), ctx, config, Reporter(True, tmp_path / "tb1"), store)
+    killed.fit()
+    killed.reporter.close()
+    for path in (tmp_path / "ckpt").glob("checkpoint-*.pt"):
+        if int(path.stem.split("-")[1]) > 4:
+            path.unlink()  # as if killed after step 4's checkpoint
+    resumed = Trainer(Net(), _numbered_dataset(), ctx, config, Reporter(True, tmp_path / "tb2"), store)
+    resumed.resume()
+    resumed.fit()
+    resumed.reporter.close()
+    events = _scalar_events(tmp_path / "tb2")
+    purges = [e.step for e in events if e.HasField("session_log") and e.session_log.status == e.session_log.START]
+    assert purges == [5]
+    assert min(e.step for e in events if any(v.tag == "loss" for v in e.summary.value)) == 5
+    assert not any(e.HasField("session_log") for e in _scalar_events(tmp_path / "tb1")), "a fresh run purges nothing"
 
 
 def test_resume_after_the_epochs_last_step_evaluates_without_training(tmp_path):
