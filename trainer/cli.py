@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "processes per node, so there a 1 is ignored: use --threads 1 (default: 0)")
     opt.add_argument("--pg-timeout", type=_timeout, default=300.0, metavar="SECONDS",
                      help="process-group timeout: a dead peer fails the job after this long (default: 300)")
+    opt.add_argument("--startup-timeout", type=_timeout, default=1800.0, metavar="SECONDS",
+                     help="how long processes wait for each other to start (pods pulling images or pending) "
+                          "and for the dataset download, before --pg-timeout applies (default: 1800)")
     return p
 
 
@@ -166,7 +169,8 @@ def load_data(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) ->
                 loaded = datasets.load(args.dataset, args.data_dir, download=True)
             except datasets.DatasetUnavailable as error:
                 failure = error
-        if not ctx.all_true(failure is None):
+        # Patient: the others wait here while this turn downloads, which may outlast --pg-timeout.
+        if not ctx.all_true(failure is None, patient=True):
             return _load_fallback(args, failure, reporter)
     if loaded is None:
         loaded = datasets.load(args.dataset, args.data_dir, download=False)
@@ -185,7 +189,7 @@ def _load_fallback(args: argparse.Namespace, failure: Exception | None, reporter
 
 def run(args: argparse.Namespace) -> dict:
     use_cuda = not args.no_cuda and torch.cuda.is_available()
-    ctx = init(args.backend, use_cuda, args.pg_timeout)
+    ctx = init(args.backend, use_cuda, args.pg_timeout, args.startup_timeout)
     reporter = Reporter(ctx.is_main, args.log_dir or None)
     try:
         # The model and its DDP wrapper live only inside _train, so they are freed before the

@@ -38,6 +38,9 @@ class DistContext:
     local_world_size: int
     device: torch.device
     backend: str
+    # A gloo group whose collectives wait up to the startup timeout, not the process group's short
+    # one: for waits as long as a download (None for a single process).
+    startup_group: object = None
 
     @property
     def is_main(self) -> bool:
@@ -53,11 +56,12 @@ class DistContext:
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor
 
-    def all_true(self, flag: bool) -> bool:
-        """True only if `flag` is true on every rank."""
-        value = torch.tensor([1.0 if flag else 0.0], device=self.device)
+    def all_true(self, flag: bool, patient: bool = False) -> bool:
+        """True only if `flag` is true on every rank; `patient` waits up to the startup timeout."""
+        group = self.startup_group if patient else None
+        value = torch.tensor([1.0 if flag else 0.0], device="cpu" if patient else self.device)
         if self.distributed:
-            dist.all_reduce(value, op=dist.ReduceOp.MIN)
+            dist.all_reduce(value, op=dist.ReduceOp.MIN, group=group)
         return bool(value.item())
 
     def broadcast_from_main(self, obj: object) -> object:
@@ -151,7 +155,10 @@ def cuda_device(local_rank: int, visible_gpus: int) -> torch.device:
     return torch.device("cuda", local_rank)
 
 
-def init(requested_backend: str, use_cuda: bool, timeout_seconds: float) -> DistContext:
+def init(requested_backend: str, use_cuda: bool, timeout_seconds: float, startup_seconds: float) -> DistContext:
+    """Join the process group. Collectives time out after `timeout_seconds`, so a dead peer fails
+    the pod instead of hanging it; joining may take up to `startup_seconds`, as pods start apart
+    (image pulls, scheduling)."""
     launch = read_launch_env()
     backend = resolve_backend(requested_backend, use_cuda)
     if use_cuda:
@@ -159,26 +166,35 @@ def init(requested_backend: str, use_cuda: bool, timeout_seconds: float) -> Dist
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
-    if launch.world_size > 1:
-        try:
-            # A short timeout turns a dead peer into a failed (and restartable) pod, not a hang.
-            dist.init_process_group(
-                backend,
-                rank=launch.rank,
-                world_size=launch.world_size,
-                timeout=timedelta(seconds=timeout_seconds),
-            )
-        except RuntimeError as error:
-            if backend != "mpi":
-                raise
-            # Only PyTorch builds compiled against MPI have it; the official wheels do not.
-            raise LaunchError(
-                f"--backend mpi could not start: {error} Use --backend gloo (or auto) instead."
-            ) from error
-        check_group_matches(launch, dist.get_rank(), dist.get_world_size())
-    return DistContext(
-        launch.rank, launch.world_size, launch.local_rank, launch.local_world_size, device, backend
-    )
+    if launch.world_size == 1:
+        return DistContext(launch.rank, 1, launch.local_rank, launch.local_world_size, device, backend)
+    timeout, startup = timedelta(seconds=timeout_seconds), timedelta(seconds=max(startup_seconds, timeout_seconds))
+    # torchrun's agent hosts the store, and its rendezvous has already gathered every node; mpi uses none.
+    own_store = backend != "mpi" and not os.environ.get("TORCHELASTIC_USE_AGENT_STORE")
+    store = _rendezvous_store(launch, startup) if own_store else None
+    try:
+        dist.init_process_group(backend, rank=launch.rank, world_size=launch.world_size, timeout=timeout, store=store)
+    except RuntimeError as error:
+        if backend != "mpi":
+            raise
+        # Only PyTorch builds compiled against MPI have it; the official wheels do not.
+        raise LaunchError(
+            f"--backend mpi could not start: {error} Use --backend gloo (or auto) instead."
+        ) from error
+    if store is not None:
+        store.set_timeout(timeout)
+    check_group_matches(launch, dist.get_rank(), dist.get_world_size())
+    startup_group = dist.new_group(backend="gloo", timeout=startup)
+    return DistContext(launch.rank, launch.world_size, launch.local_rank, launch.local_world_size, device, backend,
+                       startup_group)
+
+
+def _rendezvous_store(launch: LaunchEnv, timeout: timedelta) -> dist.TCPStore:
+    """The store env:// would make from MASTER_ADDR/MASTER_PORT, with its own timeout: rank 0 waits
+    this long for every rank to connect, and the others this long for rank 0 to listen."""
+    port = _int_var(dict(os.environ), "MASTER_PORT", default=0, minimum=1)
+    return dist.TCPStore(os.environ["MASTER_ADDR"], port, launch.world_size, is_master=launch.rank == 0,
+                         timeout=timeout, wait_for_workers=True)
 
 
 def check_group_matches(launch: LaunchEnv, group_rank: int, group_size: int) -> None:

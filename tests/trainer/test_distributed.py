@@ -1,9 +1,14 @@
+import os
+import time
+
 import pytest
 import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
 
+from tests.support.procs import free_port
 from trainer.distributed import (
-    LaunchError, check_group_matches, cuda_device, init, read_launch_env, resolve_backend,
+    LaunchError, check_group_matches, cuda_device, init, read_launch_env, resolve_backend, shutdown,
 )
 from trainer.runtime import cpu_quota, omp_threads_set_by_user, thread_count
 
@@ -81,7 +86,7 @@ def test_mpi_backend_without_mpi_support_is_a_launch_error_with_the_fix(monkeypa
     for name, value in {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(LaunchError, match="--backend mpi could not start: .*MPI.* Use --backend gloo"):
-        init("mpi", use_cuda=False, timeout_seconds=5)
+        init("mpi", use_cuda=False, timeout_seconds=5, startup_seconds=5)
 
 
 def test_a_process_group_with_other_ranks_than_the_env_is_refused():
@@ -128,3 +133,23 @@ def test_threads_are_the_quota_divided_by_local_processes(tmp_path, monkeypatch)
 ])
 def test_torchruns_default_omp_threads_do_not_override_the_quota(env, local_world_size, by_user):
     assert omp_threads_set_by_user(env, local_world_size) is by_user
+
+
+def _wait_for_a_slow_rank(rank: int, port: int, out_dir) -> None:
+    """Rank 1 joins 3 s late and rank 0 then "downloads" for 3 s; the collectives' timeout is 1 s."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK=str(rank))
+    if rank == 1:
+        time.sleep(3)
+    ctx = init("gloo", use_cuda=False, timeout_seconds=1, startup_seconds=60)
+    if rank == 0:
+        time.sleep(3)
+    agreed = ctx.all_true(True, patient=True)
+    (out_dir / f"rank{rank}").write_text(str(agreed))
+    shutdown(ctx)
+
+
+def test_startup_and_patient_waits_outlast_the_collective_timeout(tmp_path):
+    """Pods start minutes apart (image pulls), and peers wait out rank 0's download; neither may
+    be cut short by --pg-timeout, which exists to fail a dead peer fast."""
+    mp.spawn(_wait_for_a_slow_rank, args=(free_port(), tmp_path), nprocs=2, join=True)
+    assert [(tmp_path / f"rank{rank}").read_text() for rank in range(2)] == ["True", "True"]
