@@ -49,9 +49,9 @@ _positive_float = _checked(float, lambda v: 0 < v < math.inf, "a positive number
 _non_negative_float = _checked(float, lambda v: 0 <= v < math.inf, "0 or more")
 _fraction = _checked(float, lambda v: 0 <= v < 1, "in [0, 1)")
 # torch seeds are 64-bit and each epoch adds its number; C++ timeouts overflow far beyond 30 days.
-MAX_SEED = 2**63 - 1
+SEED_RANGE = (-(2**63), 2**63 - 1)
 MAX_TIMEOUT_SECONDS = 30 * 24 * 3600
-_seed = _checked(int, lambda v: 0 <= v <= MAX_SEED, f"an integer from 0 to {MAX_SEED}")
+_seed = _checked(int, lambda v: SEED_RANGE[0] <= v <= SEED_RANGE[1], "an integer from {} to {}".format(*SEED_RANGE))
 _timeout = _checked(float, lambda v: 0 < v <= MAX_TIMEOUT_SECONDS, f"a positive number of seconds up to {MAX_TIMEOUT_SECONDS}")
 
 
@@ -128,8 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--pg-timeout", type=_timeout, default=300.0, metavar="SECONDS",
                      help="process-group timeout: a dead peer fails the job after this long (default: 300)")
     opt.add_argument("--startup-timeout", type=_timeout, default=1800.0, metavar="SECONDS",
-                     help="how long processes wait for each other to start (pods pulling images or pending) "
-                          "and for the dataset download, before --pg-timeout applies (default: 1800)")
+                     help="how long processes wait for each other to start (pods pulling images or pending; "
+                          "under torchrun its rendezvous timeout applies instead) and for the dataset "
+                          "download, before --pg-timeout applies (default: 1800)")
     return p
 
 

@@ -39,7 +39,7 @@ class DistContext:
     device: torch.device
     backend: str
     # A gloo group whose collectives wait up to the startup timeout, not the process group's short
-    # one: for waits as long as a download (None for a single process).
+    # one: for waits as long as a download. None for a single process, and with mpi (no timeouts).
     startup_group: object = None
 
     @property
@@ -59,7 +59,7 @@ class DistContext:
     def all_true(self, flag: bool, patient: bool = False) -> bool:
         """True only if `flag` is true on every rank; `patient` waits up to the startup timeout."""
         group = self.startup_group if patient else None
-        value = torch.tensor([1.0 if flag else 0.0], device="cpu" if patient else self.device)
+        value = torch.tensor([1.0 if flag else 0.0], device="cpu" if group is not None else self.device)
         if self.distributed:
             dist.all_reduce(value, op=dist.ReduceOp.MIN, group=group)
         return bool(value.item())
@@ -169,8 +169,9 @@ def init(requested_backend: str, use_cuda: bool, timeout_seconds: float, startup
     if launch.world_size == 1:
         return DistContext(launch.rank, 1, launch.local_rank, launch.local_world_size, device, backend)
     timeout, startup = timedelta(seconds=timeout_seconds), timedelta(seconds=max(startup_seconds, timeout_seconds))
-    # torchrun's agent hosts the store, and its rendezvous has already gathered every node; mpi uses none.
-    own_store = backend != "mpi" and not os.environ.get("TORCHELASTIC_USE_AGENT_STORE")
+    # torchrun (which always sets this variable) has gathered every node in its own rendezvous
+    # before starting the trainer, so torch's env:// store stays; mpi uses none.
+    own_store = backend != "mpi" and "TORCHELASTIC_USE_AGENT_STORE" not in os.environ
     store = _rendezvous_store(launch, startup) if own_store else None
     try:
         dist.init_process_group(backend, rank=launch.rank, world_size=launch.world_size, timeout=timeout, store=store)
@@ -184,17 +185,25 @@ def init(requested_backend: str, use_cuda: bool, timeout_seconds: float, startup
     if store is not None:
         store.set_timeout(timeout)
     check_group_matches(launch, dist.get_rank(), dist.get_world_size())
-    startup_group = dist.new_group(backend="gloo", timeout=startup)
+    # A gloo group needs the default group's store, which mpi lacks.
+    startup_group = None if backend == "mpi" else dist.new_group(backend="gloo", timeout=startup)
     return DistContext(launch.rank, launch.world_size, launch.local_rank, launch.local_world_size, device, backend,
                        startup_group)
 
 
 def _rendezvous_store(launch: LaunchEnv, timeout: timedelta) -> dist.TCPStore:
-    """The store env:// would make from MASTER_ADDR/MASTER_PORT, with its own timeout: rank 0 waits
-    this long for every rank to connect, and the others this long for rank 0 to listen."""
+    """The store env:// would make from MASTER_ADDR/MASTER_PORT, once every rank has joined it.
+
+    Every rank waits up to `timeout` for rank 0 to listen and for all the others to check in, so the
+    process group's own joining, bound by the short collective timeout, finds them all there. A key
+    per rank, not a count, so that a restarted rank is not counted twice.
+    """
     port = _int_var(dict(os.environ), "MASTER_PORT", default=0, minimum=1)
-    return dist.TCPStore(os.environ["MASTER_ADDR"], port, launch.world_size, is_master=launch.rank == 0,
-                         timeout=timeout, wait_for_workers=True)
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], port, launch.world_size, is_master=launch.rank == 0,
+                          timeout=timeout, wait_for_workers=False)
+    store.set(f"trainer/joined/{launch.rank}", "1")
+    store.wait([f"trainer/joined/{rank}" for rank in range(launch.world_size)])
+    return store
 
 
 def check_group_matches(launch: LaunchEnv, group_rank: int, group_size: int) -> None:

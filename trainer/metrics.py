@@ -19,8 +19,10 @@ class Reporter:
         self._purge_step: int | None = None
 
     def resume_after(self, step: int) -> None:
-        """Hide from TensorBoard the scalars an interrupted run logged after `step`: this run
-        logs those steps again, and readers would otherwise see each twice."""
+        """Hide from TensorBoard the per-step scalars an interrupted run logged after `step`: this
+        run logs those steps again, and readers would otherwise see each twice. The per-epoch ones
+        (logged against the epoch, as the seed script does) repeat only if a run stopped between an
+        evaluation and the epoch-end checkpoint right after it."""
         self._purge_step = step + 1
 
     def info(self, message: str) -> None:

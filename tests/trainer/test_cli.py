@@ -20,6 +20,10 @@ def test_seed_script_flags_and_defaults():
     assert {build_parser().parse_args(["--backend", b]).backend for b in ("gloo", "nccl", "mpi")} == {"gloo", "nccl", "mpi"}
 
 
+def test_negative_seeds_stay_valid_as_in_the_seed_script():
+    assert build_parser().parse_args(["--seed", "-1"]).seed == -1
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--batch-size", "0"], "--batch-size: must be a positive integer"),
     (["--epochs", "-1"], "--epochs: must be a positive integer"),
@@ -31,7 +35,7 @@ def test_seed_script_flags_and_defaults():
     (["--backend", "tcp"], "--backend: invalid choice"),
     (["--nesterov", "--momentum", "0"], "--nesterov needs --momentum > 0"),
     # Past these, torch fails later with an overflow and a traceback (exit 128, retried).
-    (["--seed", str(2**64 - 1)], "--seed: must be an integer from 0 to 9223372036854775807"),
+    (["--seed", str(2**64 - 1)], "--seed: must be an integer from -9223372036854775808 to 9223372036854775807"),
     (["--pg-timeout", "1e20"], "--pg-timeout: must be a positive number of seconds up to 2592000"),
 ])
 def test_invalid_flags_exit_2_naming_the_flag(argv, message, capsys):

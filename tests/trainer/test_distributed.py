@@ -136,9 +136,10 @@ def test_torchruns_default_omp_threads_do_not_override_the_quota(env, local_worl
 
 
 def _wait_for_a_slow_rank(rank: int, port: int, out_dir) -> None:
-    """Rank 1 joins 3 s late and rank 0 then "downloads" for 3 s; the collectives' timeout is 1 s."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK=str(rank))
-    if rank == 1:
+    """Rank 2 joins 3 s late and rank 0 then "downloads" for 3 s; the collectives' timeout is 1 s.
+    Three ranks, so that an early worker (rank 1) must wait for a late one too, not only rank 0."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="3", RANK=str(rank))
+    if rank == 2:
         time.sleep(3)
     ctx = init("gloo", use_cuda=False, timeout_seconds=1, startup_seconds=60)
     if rank == 0:
@@ -151,5 +152,5 @@ def _wait_for_a_slow_rank(rank: int, port: int, out_dir) -> None:
 def test_startup_and_patient_waits_outlast_the_collective_timeout(tmp_path):
     """Pods start minutes apart (image pulls), and peers wait out rank 0's download; neither may
     be cut short by --pg-timeout, which exists to fail a dead peer fast."""
-    mp.spawn(_wait_for_a_slow_rank, args=(free_port(), tmp_path), nprocs=2, join=True)
-    assert [(tmp_path / f"rank{rank}").read_text() for rank in range(2)] == ["True", "True"]
+    mp.spawn(_wait_for_a_slow_rank, args=(free_port(), tmp_path), nprocs=3, join=True)
+    assert [(tmp_path / f"rank{rank}").read_text() for rank in range(3)] == ["True"] * 3
