@@ -29,6 +29,11 @@ created="${CREATED:-$(date -u ${SOURCE_DATE_EPOCH:+-d "@$SOURCE_DATE_EPOCH"} +%Y
 # always takes the engine's default builder, which cannot build several platforms.
 build=(build)
 case "$(basename "$tool")" in *docker*) build=(buildx build) ;; esac
+if [[ "${build[0]}" == buildx ]] && ! "$tool" buildx version >/dev/null 2>&1; then
+  echo "docker buildx is not installed, and the Dockerfile needs BuildKit: install the buildx plugin" \
+    "(docker-buildx-plugin from Docker's repository, docker-buildx on Debian/Ubuntu), or use CONTAINER_TOOL=podman." >&2
+  exit 2
+fi
 destination=""
 for arg in "$@"; do
   case "$arg" in --push|--load|-o|--output|--output=*|--manifest|--manifest=*) destination="$arg" ;; esac

@@ -14,10 +14,12 @@ BUILD_SCRIPT = REPO / "ci" / "build-image.sh"
 PYPROJECT_VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
 
 
-def make_recording_tool(directory: Path, name: str) -> tuple[Path, Path]:
+def make_recording_tool(directory: Path, name: str, buildx: bool = True) -> tuple[Path, Path]:
+    """A container tool that records a build's arguments; `buildx version` answers as `buildx` says."""
     record = directory / "args"
     tool = directory / name
-    tool.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{record}"\n')
+    tool.write_text(f'#!/bin/sh\nif [ "$1 $2" = "buildx version" ]; then exit {0 if buildx else 1}; fi\n'
+                    f'printf "%s\\n" "$@" > "{record}"\n')
     tool.chmod(0o755)
     return tool, record
 
@@ -78,6 +80,13 @@ def test_podman_builds_with_plain_build_into_a_manifest(recording_podman):
     args = record.read_text().splitlines()
     assert args[0] == "build" and "--load" not in args
     assert ("--manifest", "t:multi") in list(zip(args, args[1:]))
+
+
+def test_docker_without_buildx_is_refused_naming_the_plugin(tmp_path):
+    tool, record = make_recording_tool(tmp_path, "fake-docker", buildx=False)
+    result = build(tool, IMG="t:cpu")
+    assert result.returncode == 2 and "docker buildx is not installed" in result.stderr
+    assert "docker-buildx-plugin" in result.stderr and not record.exists()
 
 
 @pytest.mark.parametrize("tool_fixture, hint", [("recording_tool", "--push"), ("recording_podman", "--manifest")])
