@@ -180,8 +180,10 @@ class JobRunner:
             reason = (f"{pod.name} exited with code {describe(code)}; backoffLimit {self.backoff_limit} reached "
                       f"(restart {self.restarts + 1} of the job)")
             if pod.restart_policy == "ExitCode":
+                until = ("until runPolicy.activeDeadlineSeconds" if self.active_deadline_seconds is not None
+                         else "forever; set runPolicy.activeDeadlineSeconds to bound it")
                 reason += ("; on a cluster the training-operator v1 does not count ExitCode's pod recreations "
-                           "(kubeflow/trainer#2045) and would recreate it until runPolicy.activeDeadlineSeconds")
+                           f"(kubeflow/trainer#2045) and would recreate it {until}")
             return reason
         self.restarts += 1
         limit = "unlimited" if self.backoff_limit is None else self.backoff_limit

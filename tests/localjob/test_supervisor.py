@@ -77,6 +77,7 @@ def test_exit_code_backoff_says_the_operator_would_not_stop(tmp_path):
     result, _ = run(tmp_path, [pod(tmp_path, "job-master-0", "kill", policy="ExitCode")], backoff_limit=1)
     assert result.state == "Failed" and "backoffLimit 1 reached" in result.reason
     assert "training-operator v1 does not count ExitCode's pod recreations" in result.reason
+    assert result.reason.endswith("would recreate it forever; set runPolicy.activeDeadlineSeconds to bound it")
 
 
 def test_exit_code_policy_restarts_a_killed_replica_but_not_an_error(tmp_path):
