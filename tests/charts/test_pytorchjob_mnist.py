@@ -4,14 +4,13 @@ each feature, each `fail` guard and each schema refusal on its own."""
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.support.crd import load_pytorchjob_crd, validate_custom_object
-from tests.support.helm import REPO, by_kind, one
+from tests.support.helm import REPO, by_kind, one, umbrella_chart
 from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
 from tests.support.pss import restricted_violations
 
@@ -821,13 +820,7 @@ def test_guards_accept_what_they_do_not_refuse(helm, tmp_path):
 
 def test_renders_as_an_optional_subchart(helm, tmp_path):
     """Helm hands a subchart its `global` map and the parent's condition key; the closed schema takes both."""
-    parent = tmp_path / "umbrella"
-    (parent / "charts").mkdir(parents=True)
-    version = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
-    (parent / "Chart.yaml").write_text(
-        "apiVersion: v2\nname: umbrella\nversion: 0.1.0\ndependencies:\n"
-        f"  - name: pytorchjob-mnist\n    version: {version}\n    condition: pytorchjob-mnist.enabled\n")
-    shutil.copytree(CHART, parent / "charts" / "pytorchjob-mnist")
+    parent = umbrella_chart(CHART, tmp_path)
     docs = helm.render(parent, set_values={"pytorchjob-mnist.enabled": True, "global.imageRegistry": "mirror.local"})
     assert one(docs, "PyTorchJob")
     assert helm.render(parent, set_values={"pytorchjob-mnist.enabled": False}) == []

@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from tests.support.helm import REPO, Helm, by_kind, one
+from tests.support.helm import REPO, Helm, by_kind, one, umbrella_chart
 from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
 from tests.support.pss import container_violations, restricted_violations
 
@@ -455,14 +455,8 @@ def test_renders_with_helm_global_values(helm):
 
 
 def test_renders_as_a_subchart(helm, tmp_path):
-    parent = tmp_path / "umbrella"
-    (parent / "charts").mkdir(parents=True)
-    version = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
     # The usual optional dependency: its condition key reaches the subchart's closed schema.
-    (parent / "Chart.yaml").write_text(
-        "apiVersion: v2\nname: umbrella\nversion: 0.1.0\ndependencies:\n"
-        f"  - name: training-operator\n    version: {version}\n    condition: training-operator.enabled\n")
-    shutil.copytree(CHART, parent / "charts" / "training-operator")
+    parent = umbrella_chart(CHART, tmp_path)
     docs = helm.render(parent, release=RELEASE, namespace=NAMESPACE,
                        set_values={"global.imageRegistry": "mirror.local", "training-operator.enabled": True})
     assert one(docs, "Deployment")["metadata"]["name"] == RELEASE

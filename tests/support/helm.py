@@ -67,6 +67,20 @@ def _set_literal(value: object) -> str:
     return str(value)
 
 
+def umbrella_chart(chart: Path, directory: Path) -> Path:
+    """A parent chart in `directory` that depends on `chart` as umbrella charts usually do: optionally,
+    under the condition `<name>.enabled`, which Helm then passes to the subchart's values."""
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    parent = directory / "umbrella"
+    (parent / "charts").mkdir(parents=True)
+    (parent / "Chart.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "v2", "name": "umbrella", "version": "0.1.0",
+        "dependencies": [{"name": meta["name"], "version": meta["version"], "condition": f"{meta['name']}.enabled"}],
+    }))
+    shutil.copytree(chart, parent / "charts" / meta["name"])
+    return parent
+
+
 def by_kind(docs: list[dict], kind: str) -> list[dict]:
     return [d for d in docs if d.get("kind") == kind]
 
