@@ -12,9 +12,13 @@
   (elastic: when any Worker does).
 Each replica's output is streamed prefixed with its pod name and kept in logs/<pod>.log; its pid
 is in pods/<pod>/pid while it runs, so a test (or a curious user) can kill it.
+SIGTERM and SIGHUP interrupt the job as Ctrl-C does: every replica is stopped before the runner exits
+(another signal meanwhile kills them at once). What a dead replica leaves running (torchrun's workers,
+which start their own sessions) is killed, as a container's death would kill it.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -22,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -31,6 +36,8 @@ from ci.localjob.pods import LocalPod, empty_dirs, pod_dir
 POLL_SECONDS = 0.2
 RESTART_DELAY_SECONDS = 1.0
 STOP_TIMEOUT_SECONDS = 10.0
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37  # <linux/prctl.h>
 
 
 def exit_code(returncode: int) -> int:
@@ -55,6 +62,64 @@ def retryable(policy: str, code: int) -> bool:
     return False
 
 
+@contextmanager
+def _signals_handled_by(handler):
+    """Route STOP_SIGNALS to `handler` inside the block, except those ignored (nohup's SIGHUP, a
+    background job's SIGINT) or set outside Python. Only the main thread may set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.getsignal(s) for s in STOP_SIGNALS if signal.getsignal(s) not in (signal.SIG_IGN, None)}
+    for signum in previous:
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, restored in previous.items():
+            signal.signal(signum, restored)
+
+
+@contextmanager
+def _adopting_orphans():
+    """Make this process the reaper of its descendants' orphans inside the block (Linux), so the
+    workers of a killed torchrun become its children instead of init's."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except AttributeError:  # no prctl (macOS): orphans go to init and live on
+        yield
+        return
+    prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+    was = ctypes.c_int(0)
+    prctl(PR_GET_CHILD_SUBREAPER, ctypes.addressof(was), 0, 0, 0)
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    try:
+        yield
+    finally:
+        prctl(PR_SET_CHILD_SUBREAPER, was.value, 0, 0, 0)
+
+
+def _children() -> dict[int, str]:
+    """This process's children by pid, with their command names, from /proc (none without /proc)."""
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # exited meanwhile
+        # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after the last ")".
+        name, _, rest = text.partition("(")[2].rpartition(")")
+        if int(rest.split()[1]) == os.getpid():
+            children[int(stat.parent.name)] = name
+    return children
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    try:
+        os.killpg(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is gone already
+
+
 @dataclass
 class JobResult:
     state: str          # Succeeded or Failed
@@ -76,6 +141,11 @@ class _Replica:
     exit_code: int | None = None
     restart_at: float | None = None
 
+    @property
+    def alive(self) -> bool:
+        """Its process was started and not yet reaped (its phase may not say so after an interrupt)."""
+        return self.process is not None and self.process.returncode is None
+
 
 class JobRunner:
     def __init__(self, job_name: str, pods: list[LocalPod], run_dir: Path, *, backoff_limit: int | None,
@@ -91,6 +161,9 @@ class JobRunner:
         self.out = out
         self.restarts = 0
         self._lock = threading.Lock()
+        self._stopping = False
+        self._hurried_by: str | None = None  # the signal that cut the stop short
+        self._host_children: set[int] = set()
 
     # -- output -----------------------------------------------------------------------------
 
@@ -117,7 +190,8 @@ class JobRunner:
         for directory in [own_dir, pod.cwd, *(local for _, local in pod.mounts)]:
             directory.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        # Its own session, so stopping a replica also stops what it spawned (torchrun's workers).
+        # Its own session, so stopping its process group stops what it spawned; what starts a session
+        # of its own (torchrun's workers) is an orphan once the replica dies, and _kill_orphans' job.
         replica.process = subprocess.Popen(list(pod.argv), env=pod.env, cwd=pod.cwd, stdin=subprocess.DEVNULL,
                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         if pod.cpus:
@@ -133,28 +207,57 @@ class JobRunner:
         replica.pump.start()
         replica.phase, replica.exit_code, replica.restart_at = "Running", None, None
 
-    def _stop(self, replica: _Replica) -> None:
-        """SIGTERM the replica's process group, SIGKILL it after STOP_TIMEOUT_SECONDS."""
-        try:
-            os.killpg(replica.process.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            replica.process.wait(STOP_TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired:
-            pass
-        self._reap(replica)
-        replica.phase = "Stopped"
+    def _stop_all(self) -> None:
+        """SIGTERM every live replica's process group at once, SIGKILL what is left after one shared
+        STOP_TIMEOUT_SECONDS (or at once on another signal), then kill their orphans."""
+        self._stopping = True
+        live = [r for r in self.replicas if r.alive]
+        for replica in live:
+            _signal_group(replica.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+        while self._hurried_by is None and time.monotonic() < deadline and any(r.process.poll() is None for r in live):
+            time.sleep(POLL_SECONDS)
+        if self._hurried_by:
+            self.say(f"{self._hurried_by} while stopping: killing the replicas now")
+        for replica in live:
+            self._reap(replica)
+            replica.phase = "Stopped"
+        self._kill_orphans()
 
     def _reap(self, replica: _Replica) -> None:
-        """Wait for the process and its output, and kill what is left of its process group."""
-        try:
-            os.killpg(replica.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        """Wait for the process and its output, and kill what is left of its process group and its orphans."""
+        _signal_group(replica.process.pid, signal.SIGKILL)
         replica.process.wait()
-        replica.pump.join(timeout=5)
+        self._kill_orphans()  # before waiting for the output: they hold the replica's stdout open
+        if replica.pump:  # none when interrupted right after the start
+            replica.pump.join(timeout=5)
         (pod_dir(self.run_dir, replica.pod.name) / "pid").unlink(missing_ok=True)
+
+    def _kill_orphans(self) -> None:
+        """SIGKILL and reap every child that is no live replica: through the subreaper, what a replica's
+        dead processes left running. Repeated, as an orphan's own children become ours when it dies."""
+        while orphans := self._orphans():
+            for pid, name in orphans.items():
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    continue  # it had exited already
+                os.kill(pid, signal.SIGKILL)
+                # This pid only: waitpid(-1) would take the replicas' exit statuses from Popen.
+                os.waitpid(pid, 0)
+                self.say(f"killed pid {pid} ({name}), which a replica left running")
+
+    def _orphans(self) -> dict[int, str]:
+        replicas = {r.process.pid for r in self.replicas if r.alive}
+        return {pid: name for pid, name in _children().items()
+                if pid not in replicas and pid not in self._host_children}
+
+    def _on_signal(self, signum: int, _frame) -> None:
+        """The first stop signal interrupts the job; another, while its replicas stop, hurries them."""
+        name = signal.Signals(signum).name
+        if self._stopping:
+            self._hurried_by = name
+            return
+        self._stopping = True
+        raise KeyboardInterrupt(name)
 
     # -- job rules ---------------------------------------------------------------------------
 
@@ -196,11 +299,23 @@ class JobRunner:
         return None
 
     def run(self) -> JobResult:
+        # Children the host process already had (a test's, say) are not a replica's orphans.
+        self._host_children = set(_children())
+        with _signals_handled_by(self._on_signal), _adopting_orphans():
+            failure = self._supervise()
+        codes = {r.pod.name: r.exit_code for r in self.replicas if r.exit_code is not None}
+        if failure:
+            return JobResult("Failed", failure, self.restarts, codes)
+        return JobResult("Succeeded", "the Master succeeded" if any(r.pod.replica_type == "Master" for r in self.replicas)
+                         else "the Workers succeeded", self.restarts, codes)
+
+    def _supervise(self) -> str | None:
+        """Run the job until it succeeds, fails or is interrupted; returns why it failed, if it did."""
         started = time.monotonic()
-        for replica in self.replicas:
-            self._start(replica)
         failure = None
         try:
+            for replica in self.replicas:
+                self._start(replica)
             while failure is None and not self._succeeded():
                 time.sleep(POLL_SECONDS)
                 now = time.monotonic()
@@ -215,22 +330,22 @@ class JobRunner:
                             break
                     elif replica.restart_at is not None and now >= replica.restart_at:
                         self._start(replica)
+                self._kill_orphans()
             if failure is None:
                 self._let_others_finish()
-        except KeyboardInterrupt:
-            failure = "interrupted"
+        except KeyboardInterrupt as interruption:
+            if failure is None and not self._succeeded():  # as on a cluster, a Succeeded job stays so
+                failure = f"interrupted by {interruption}" if interruption.args else "interrupted"
         finally:
-            for replica in self.replicas:
-                if replica.phase == "Running":
-                    self._stop(replica)
-        codes = {r.pod.name: r.exit_code for r in self.replicas if r.exit_code is not None}
-        if failure:
-            return JobResult("Failed", failure, self.restarts, codes)
-        return JobResult("Succeeded", "the Master succeeded" if any(r.pod.replica_type == "Master" for r in self.replicas)
-                         else "the Workers succeeded", self.restarts, codes)
+            self._stop_all()
+        return failure
 
     def _let_others_finish(self) -> None:
         """The job is done; replicas still running get a grace period, then are stopped."""
+        waiting_for = ", ".join(r.pod.name for r in self.replicas if r.phase == "Running")
+        if waiting_for:
+            self.say(f"PyTorchJob {self.job_name} Succeeded; waiting up to {self.grace_seconds:.0f}s for {waiting_for} "
+                     "to exit (Ctrl-C stops waiting; the job stays Succeeded)")
         deadline = time.monotonic() + self.grace_seconds
         while time.monotonic() < deadline:
             running = [r for r in self.replicas if r.phase == "Running"]
@@ -241,6 +356,7 @@ class JobRunner:
                     self._reap(replica)
                     replica.exit_code = exit_code(replica.process.returncode)
                     replica.phase = "Succeeded" if replica.exit_code == 0 else "Failed"
+            self._kill_orphans()
             time.sleep(POLL_SECONDS)
         for replica in self.replicas:
             if replica.phase == "Running":

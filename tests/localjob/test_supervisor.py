@@ -3,13 +3,18 @@ from __future__ import annotations
 
 import io
 import os
+import pickle
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from ci.localjob.pods import LocalPod
 from ci.localjob.supervisor import JobRunner, exit_code, retryable
+from tests.support.helm import REPO
 
 # Exits with the first code of CODES not yet used; a marker file per attempt counts attempts.
 SCRIPT = """
@@ -32,10 +37,62 @@ sys.exit(int(code))
 """
 
 
+# Writes its pid to "started" and runs until SIGKILLed; a SIGTERM only leaves a "sigterm" file.
+STUBBORN = """
+import os, pathlib, signal, time
+signal.signal(signal.SIGTERM, lambda *_: pathlib.Path("sigterm").touch())
+pathlib.Path("started").write_text(str(os.getpid()))
+while True:
+    time.sleep(1)
+"""
+
+# Starts a child in a new session, as torchrun starts its workers, writes the child's pid to
+# "child", then ends as sys.argv[1] says.
+SPAWNER = """
+import os, pathlib, signal, subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+pathlib.Path("child.tmp").write_text(str(child.pid))
+os.replace("child.tmp", "child")
+if sys.argv[1] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+# Exits 0 once the process whose pid is in the file sys.argv[1] is gone (a zombie counts as alive),
+# 3 if it is still there 3 s after the start.
+WATCHER = """
+import os, pathlib, sys, time
+pid_file, deadline = pathlib.Path(sys.argv[1]), time.monotonic() + 3
+while not pid_file.exists() and time.monotonic() < deadline:
+    time.sleep(0.05)
+pid = int(pid_file.read_text())
+while time.monotonic() < deadline:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        sys.exit(0)
+    time.sleep(0.05)
+sys.exit(3)
+"""
+
+# Runs the pickled pods in sys.argv[1] with STOP_TIMEOUT_SECONDS sys.argv[2], as the CLI would
+# from a terminal (the stop signals at their defaults, whatever pytest's were).
+DRIVER = """
+import pickle, signal, sys
+from pathlib import Path
+from ci.localjob import supervisor
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
+supervisor.STOP_TIMEOUT_SECONDS = float(sys.argv[2])
+pods = pickle.loads(Path(sys.argv[1]).read_bytes())
+result = supervisor.JobRunner("job", pods, Path(sys.argv[1]).parent / "run", backoff_limit=None).run()
+print(f"{result.state}: {result.reason}", flush=True)
+"""
+
+
 def pod(tmp_path: Path, name: str, codes: str, replica_type: str = "Master", policy: str = "OnFailure",
-        extra: tuple[str, ...] = ()) -> LocalPod:
+        extra: tuple[str, ...] = (), script: str = SCRIPT) -> LocalPod:
     cwd = tmp_path / name
-    return LocalPod(name, replica_type, 0, (sys.executable, "-c", SCRIPT, codes, *extra), {"PATH": "/usr/bin"}, (),
+    return LocalPod(name, replica_type, 0, (sys.executable, "-c", script, codes, *extra), {"PATH": "/usr/bin"}, (),
                     cwd, policy, ())
 
 
@@ -137,3 +194,135 @@ def test_each_pod_runs_on_its_own_cpus(tmp_path):
             for name, kind, cpu in (("job-master-0", "Master", first), ("job-worker-0", "Worker", second))]
     result, _ = run(tmp_path, pods)
     assert result.state == "Succeeded", result.reason
+
+
+def stubborn_pods(tmp_path: Path, count: int) -> list[LocalPod]:
+    return [pod(tmp_path, f"job-worker-{i}", "", "Worker", script=STUBBORN) for i in range(count)]
+
+
+def wait_for(condition, what: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} after {timeout}s"
+        time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    """Whether the process exists and is no zombie (an unreaped one still answers kill(pid, 0))."""
+    state = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()
+    return bool(state) and not state.startswith("Z")
+
+
+@pytest.fixture
+def stray_pids():
+    """Pids a test expects gone; those that are not (the defect under test) are killed afterwards."""
+    pids = []
+    yield pids
+    for pid in pids:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def start_driver(tmp_path: Path, pods: list[LocalPod], stop_timeout: float, stray_pids: list[int]) -> subprocess.Popen:
+    """The runner in its own process, once every pod wrote its "started" file."""
+    (tmp_path / "pods.pickle").write_bytes(pickle.dumps(pods))
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path / "pods.pickle"), str(stop_timeout)],
+                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    started = [p.cwd / "started" for p in pods]
+    wait_for(lambda: all(f.exists() and f.read_text() for f in started), "replica start")
+    stray_pids += [int(f.read_text()) for f in started]
+    return driver
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_stop_signal_stops_every_replica_before_the_runner_exits(tmp_path, stray_pids, signum):
+    """`timeout make run` sends SIGTERM, a closed terminal SIGHUP: replicas must not outlive the runner."""
+    pods = stubborn_pods(tmp_path, 2)
+    driver = start_driver(tmp_path, pods, 1, stray_pids)
+    driver.send_signal(signum)
+    output, _ = driver.communicate(timeout=30)
+    assert not any(alive(pid) for pid in stray_pids), f"replicas outlived the runner:\n{output}"
+    assert all((p.cwd / "sigterm").exists() for p in pods), "each replica got SIGTERM before SIGKILL"
+    assert f"Failed: interrupted by {signum.name}" in output, output
+
+
+def test_replicas_are_stopped_against_one_shared_deadline(tmp_path, stray_pids):
+    pods = stubborn_pods(tmp_path, 3)
+    driver = start_driver(tmp_path, pods, 2, stray_pids)
+    driver.send_signal(signal.SIGINT)
+    stopping = time.monotonic()
+    output, _ = driver.communicate(timeout=30)
+    assert time.monotonic() - stopping < 4, f"three replicas waited for one after the other:\n{output}"
+    assert not any(alive(pid) for pid in stray_pids)
+
+
+def test_a_second_interrupt_while_stopping_kills_the_replicas_at_once(tmp_path, stray_pids):
+    pods = stubborn_pods(tmp_path, 2)
+    driver = start_driver(tmp_path, pods, 60, stray_pids)
+    driver.send_signal(signal.SIGINT)
+    wait_for(lambda: (pods[0].cwd / "sigterm").exists(), "SIGTERM to the replica")
+    driver.send_signal(signal.SIGINT)
+    output, _ = driver.communicate(timeout=10)
+    assert "SIGINT while stopping: killing the replicas now" in output and "Traceback" not in output, output
+    assert not any(alive(pid) for pid in stray_pids), "no replica abandoned"
+
+
+def test_a_replica_that_cannot_start_does_not_leave_the_others_running(tmp_path, stray_pids, monkeypatch):
+    class RecordedPopen(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            stray_pids.append(self.pid)
+
+    monkeypatch.setattr(subprocess, "Popen", RecordedPopen)
+    unstartable = LocalPod("job-worker-0", "Worker", 0, (str(tmp_path / "no-such-command"),), {}, (),
+                           tmp_path / "job-worker-0", "Never", ())
+    with pytest.raises(FileNotFoundError):
+        run(tmp_path, [pod(tmp_path, "job-master-0", "sleep"), unstartable])
+    assert len(stray_pids) == 1 and not alive(stray_pids[0]), "the Master, started first, was stopped"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc and prctl (Linux)")
+@pytest.mark.parametrize("ending", ["kill", "exit"])
+def test_what_a_dead_replica_started_in_its_own_session_is_killed(tmp_path, stray_pids, ending):
+    """As torchrun's workers when torchrun is SIGKILLed: the Master succeeds only if the Worker's
+    child is gone while the job still runs."""
+    child_file = tmp_path / "job-worker-0/child"
+    result, out = run(tmp_path, [pod(tmp_path, "job-master-0", str(child_file), policy="Never", script=WATCHER),
+                                 pod(tmp_path, "job-worker-0", ending, "Worker", script=SPAWNER)], backoff_limit=None)
+    stray_pids.append(int(child_file.read_text()))
+    assert result.state == "Succeeded", result.reason
+    assert f"killed pid {stray_pids[0]} (python" in out and not alive(stray_pids[0])
+
+
+def test_children_the_host_process_had_are_left_alone(tmp_path):
+    """A test's own subprocess, say, is no replica's orphan."""
+    host_child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        result, _ = run(tmp_path, [pod(tmp_path, "job-master-0", "0")])
+        assert result.state == "Succeeded" and host_child.poll() is None
+    finally:
+        host_child.kill()
+        host_child.wait()
+
+
+class _InterruptOnce(io.StringIO):
+    """Output that sends this process SIGINT when a line containing `cue` is written."""
+
+    def __init__(self, cue: str):
+        super().__init__()
+        self.cue = cue
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        if self.cue in text:
+            self.cue = "\0"  # once
+            os.kill(os.getpid(), signal.SIGINT)
+        return written
+
+
+def test_ctrl_c_while_waiting_for_stragglers_keeps_the_job_succeeded(tmp_path):
+    out = _InterruptOnce("waiting up to")
+    result = JobRunner("job", [pod(tmp_path, "job-master-0", "0"), pod(tmp_path, "job-worker-0", "sleep", "Worker")],
+                       tmp_path / "run", backoff_limit=3, grace_seconds=30, out=out).run()
+    assert "PyTorchJob job Succeeded; waiting up to 30s for job-worker-0 to exit" in out.getvalue()
+    assert result.state == "Succeeded" and result.reason == "the Master succeeded"
