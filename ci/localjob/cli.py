@@ -23,6 +23,9 @@ from ci.localjob.render import RenderError, find_helm, render_job
 from ci.localjob.supervisor import JobRunner
 
 DEFAULT_CHART = REPO / "charts" / "pytorchjob-mnist"
+# The chart's dataset directory on each volume, shared by its runs: --fresh keeps it, as a
+# cluster user starts over by deleting only the run's directory on the claim.
+DATASETS = "datasets"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -34,11 +37,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--release", default="mnist", help="release name, i.e. the job name (default: mnist)")
     parser.add_argument("-n", "--namespace", default="default", help="namespace to render for (default: default)")
     parser.add_argument("--chart", type=Path, default=DEFAULT_CHART, help="chart directory (default: %(default)s)")
-    parser.add_argument("--helm", help="Helm binary (default: $HELM, .tools/bin/helm4, helm3, then PATH)")
+    parser.add_argument("--helm", help="Helm binary, a path or a command on PATH "
+                                       "(default: $HELM, .tools/bin/helm4, helm3, then helm on PATH)")
     parser.add_argument("--port", type=int, help="use this port instead of the chart's pytorchjob-port (23456)")
     parser.add_argument("--run-dir", type=Path, default=Path(".run"), help="state directory (default: .run)")
     parser.add_argument("--fresh", action="store_true",
-                        help="delete the release's state first, volumes included (default: keep the volume, as the chart keeps its claim)")
+                        help="start over: delete the release's runs on its volumes, pods and logs first, but keep the "
+                             "downloaded datasets (default: keep the volume, as the chart keeps its claim)")
     parser.add_argument("--grace-seconds", type=float, default=60.0,
                         help="how long replicas may keep running after the job finished (default: 60)")
     parser.add_argument("--print-env", action="store_true", help="print each pod's command and environment, run nothing")
@@ -77,6 +82,18 @@ def busy_ports(pods: list[LocalPod]) -> list[int]:
     return busy
 
 
+def delete_run_state(run_dir: Path) -> None:
+    """What --fresh deletes: all of the release's state but the volumes' datasets."""
+    volumes = run_dir / "volumes"
+    doomed = [path for path in run_dir.glob("*") if path != volumes]
+    doomed += [path for path in volumes.glob("*/*") if path.name != DATASETS]
+    for path in doomed:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
 def print_plan(pods: list[LocalPod], out) -> None:
     for pod in pods:
         print(f"{pod.name}:", file=out)
@@ -113,7 +130,7 @@ def main(argv: list[str] | None = None, out=sys.stdout) -> int:
               "stop what holds it or pass --port N", file=sys.stderr)
         return 2
     if args.fresh:
-        shutil.rmtree(run_dir, ignore_errors=True)
+        delete_run_state(run_dir)
     for stale in ("pods", "logs"):
         shutil.rmtree(run_dir / stale, ignore_errors=True)
 

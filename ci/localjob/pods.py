@@ -8,15 +8,26 @@ Deliberate deviations from a cluster, all because every pod shares this machine:
 - a claim is a directory shared by all pods, an emptyDir a per-pod directory, and /dev/shm
   the host's own shared memory;
 - each pod is pinned to an equal share of this machine's CPUs, as CPU limits would split a node,
-  so the trainer sizes its threads to that share instead of every pod taking every core.
+  so the trainer sizes its threads to that share instead of every pod taking every core;
+- GPU pods get disjoint slices of the GPUs torch sees here (the shell's CUDA_VISIBLE_DEVICES
+  picks them, if set), in pod order, as their CUDA_VISIBLE_DEVICES (the device plugin's part),
+  and other pods an empty one, so they see no GPU;
+- the shell's environment is inherited, but not its distributed variables, nor OMP_NUM_THREADS,
+  MKL_NUM_THREADS and CUDA_VISIBLE_DEVICES, which size a process for the whole machine.
+
+As the kubelet does, `$(VAR)` in env values is expanded against the variables before it in the
+container's env, and in the command and args against its final env (the operator's included);
+`$$` is a literal `$`, and a reference to an undefined variable stays as written.
 """
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 import re
 import shutil
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +43,10 @@ _HOST_DISTRIBUTED_ENV = re.compile(
     r"^(PET_.*|TORCHELASTIC_.*|MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK|LOCAL_WORLD_SIZE|GROUP_RANK|"
     r"ROLE_RANK|ROLE_WORLD_SIZE|GROUP_WORLD_SIZE|NODE_RANK)$"
 )
+# Variables of the launching shell sized for the whole machine, which no container inherits.
+_HOST_MACHINE_ENV = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES"}
+# Kubernetes' reference syntax: `$$` (an escaped `$`) or `$(NAME)`.
+_REFERENCE = re.compile(r"\$(\$|\(([^)]*)\))")
 
 
 class UnsupportedPod(ValueError):
@@ -115,14 +130,33 @@ def map_path(value: str, mounts: list[tuple[str, Path]]) -> str:
     return value
 
 
-def resolve_executable(name: str) -> str:
+def resolve_executable(name: str, pod: str) -> str:
     """`python` is this interpreter; other commands come from its environment, then PATH."""
     if name in ("python", "python3"):
         return sys.executable
     sibling = Path(sys.executable).parent / name
     if sibling.exists():
         return str(sibling)
-    return shutil.which(name) or name
+    found = shutil.which(name)
+    if found is None:
+        raise UnsupportedPod(f"{pod}: command {name} is neither in {sibling.parent} nor on PATH; "
+                             f"use python or torchrun (the venv's), or put {name} on PATH")
+    return found
+
+
+def expand_references(value: str, env: dict[str, str]) -> str:
+    """`$(NAME)` → env[NAME] (left as written when undefined), `$$` → `$`, as Kubernetes expands."""
+    return _REFERENCE.sub(lambda m: "$" if m[1] == "$" else env.get(m[2], m[0]), value)
+
+
+def expand_env(env: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Each value expanded against the variables defined before it, as the kubelet does."""
+    defined: dict[str, str] = {}
+    expanded = []
+    for name, value in env:
+        defined[name] = expand_references(value, defined)
+        expanded.append((name, defined[name]))
+    return expanded
 
 
 def container_env(container: dict, pod: str, namespace: str) -> list[tuple[str, str]]:
@@ -143,6 +177,23 @@ def container_env(container: dict, pod: str, namespace: str) -> list[tuple[str, 
     return env
 
 
+def pytorch_container(pod_spec: dict, pod: str) -> dict:
+    """The pod's one container, the operator's `pytorch`: sidecars and init containers cannot run here."""
+    container = next((c for c in pod_spec["containers"] if c["name"] == op.CONTAINER_NAME), None)
+    if container is None:
+        raise UnsupportedPod(f"{pod}: no container named {op.CONTAINER_NAME} (the operator's webhook refuses this)")
+    if len(pod_spec["containers"]) > 1 or pod_spec.get("initContainers"):
+        raise UnsupportedPod(f"{pod}: only the {op.CONTAINER_NAME} container can run locally")
+    return container
+
+
+def pod_argv(container: dict, env: dict[str, str], mounts: list[tuple[str, Path]], pod: str) -> tuple[str, ...]:
+    """The command and args with references expanded, then the executable found here and paths mapped."""
+    command = list(container.get("command") or IMAGE_ENTRYPOINT) + list(container.get("args") or [])
+    command = [expand_references(part, env) for part in command]
+    return (resolve_executable(command[0], pod), *(map_path(part, mounts) for part in command[1:]))
+
+
 def requested_gpus(container: dict) -> int:
     return int(((container.get("resources") or {}).get("limits") or {}).get(GPU_RESOURCE, 0))
 
@@ -151,6 +202,29 @@ def visible_gpus() -> int:
     import torch  # only when a pod asks for GPUs; the import takes a while
 
     return torch.cuda.device_count()
+
+
+def visible_gpu_ids(host_env: dict[str, str], count: int) -> list[str]:
+    """The ids of the `count` GPUs torch sees here: the shell's CUDA_VISIBLE_DEVICES picks them, if set."""
+    chosen = host_env.get("CUDA_VISIBLE_DEVICES")
+    ids = [gpu.strip() for gpu in chosen.split(",")] if chosen else [str(gpu) for gpu in range(count)]
+    return ids[:count]
+
+
+def gpu_slices(requests: list[int], host_env: dict[str, str]) -> list[str]:
+    """Each pod's CUDA_VISIBLE_DEVICES: GPUs of its own, handed out in pod order as the device plugin
+    would (else every pod's cuda:0 is the same GPU), or "" for a pod that requests none."""
+    total = sum(requests)
+    available = visible_gpus() if total else 0
+    if total > available:
+        per_pod = Counter(wanted for wanted in requests if wanted)
+        demand = " + ".join(f"{pods} pod{'s' * (pods > 1)} × {wanted}" for wanted, pods in per_pod.items())
+        raise UnsupportedPod(
+            f"{demand} {GPU_RESOURCE} = {total}, but this machine has {available} that torch can use; lower "
+            'workers or gpu to fit, or add --set gpu=0 (make run RUN_FLAGS="--set gpu=0") to train on its CPUs'
+        )
+    ids = visible_gpu_ids(host_env, available)
+    return [",".join(ids[end - wanted:end]) for wanted, end in zip(requests, itertools.accumulate(requests))]
 
 
 def cpu_shares(pods: int, cpus: list[int]) -> list[tuple[int, ...]]:
@@ -163,39 +237,32 @@ def plan_pods(job: dict, run_dir: Path, namespace: str = "default",
               host_env: dict[str, str] | None = None) -> list[LocalPod]:
     """One LocalPod per pod the operator would create, Master first."""
     host_env = dict(os.environ if host_env is None else host_env)
-    base_env = {k: v for k, v in host_env.items() if not _HOST_DISTRIBUTED_ENV.match(k)}
+    base_env = {k: v for k, v in host_env.items()
+                if not _HOST_DISTRIBUTED_ENV.match(k) and k not in _HOST_MACHINE_ENV}
     specs = op.replica_specs(job)
     all_pods = op.pods(job)
-    pod_names = {op.pod_name(job, t, i) for t, i in all_pods}
+    names = [op.pod_name(job, t, i) for t, i in all_pods]
+    containers = [pytorch_container(specs[t]["template"]["spec"], name) for (t, _), name in zip(all_pods, names)]
+    gpus = gpu_slices([requested_gpus(c) for c in containers], host_env)
     shares = cpu_shares(len(all_pods), sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") \
         else [()] * len(all_pods)
     planned = []
-    for (replica_type, index), cpus in zip(all_pods, shares):
-        name = op.pod_name(job, replica_type, index)
+    for (replica_type, index), name, container, devices, cpus in zip(all_pods, names, containers, gpus, shares):
         pod_spec = specs[replica_type]["template"]["spec"]
-        container = next((c for c in pod_spec["containers"] if c["name"] == op.CONTAINER_NAME), None)
-        if container is None:
-            raise UnsupportedPod(f"{name}: no container named {op.CONTAINER_NAME} (the operator's webhook refuses this)")
-        if len(pod_spec["containers"]) > 1 or pod_spec.get("initContainers"):
-            raise UnsupportedPod(f"{name}: only the {op.CONTAINER_NAME} container can run locally")
-        wanted = requested_gpus(container)
-        if wanted and wanted > (available := visible_gpus()):
-            raise UnsupportedPod(
-                f"{name}: requests {wanted} {GPU_RESOURCE}, but this machine has {available} that torch can "
-                'use; add --set gpu=0 (make run RUN_FLAGS="--set gpu=0") to train on its CPUs'
-            )
         mounts = volume_mounts(pod_spec, container, name, run_dir)
-        command = list(container.get("command") or IMAGE_ENTRYPOINT)
-        argv = [resolve_executable(command[0])] + [map_path(a, mounts) for a in command[1:] + list(container.get("args") or [])]
-        injected = localize_hosts(op.operator_env(job, replica_type, index), pod_names)
-        env = dict(base_env)
-        env.update((k, map_path(v, mounts)) for k, v in container_env(container, name, namespace))
+        own = container_env(container, name, namespace)
+        # The operator appends its variables to the container's env: they come after its own in expansion too.
+        pod_env = expand_env(own + localize_hosts(op.operator_env(job, replica_type, index), set(names)))
+        own, injected = pod_env[:len(own)], pod_env[len(own):]
+        argv = pod_argv(container, dict(pod_env), mounts, name)
+        env = {**base_env, "CUDA_VISIBLE_DEVICES": devices}
+        env.update((k, map_path(v, mounts)) for k, v in own)
         env.update(injected)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
         working_dir = container.get("workingDir")
         cwd = Path(map_path(working_dir, mounts)) if working_dir else None
         if cwd is None or not str(cwd).startswith(str(run_dir)):
             cwd = pod_dir(run_dir, name) / "workdir"  # the image's directories do not exist here
-        planned.append(LocalPod(name, replica_type, index, tuple(argv), env, tuple(injected), cwd,
+        planned.append(LocalPod(name, replica_type, index, argv, env, tuple(injected), cwd,
                                 op.restart_policy(job, replica_type), tuple(mounts), cpus))
     return planned

@@ -16,12 +16,18 @@ class RenderError(RuntimeError):
 
 
 def find_helm(explicit: str | None = None) -> str:
-    """--helm, else $HELM, else the pinned Helm 4 or 3 from `make tools`, else `helm` on PATH."""
-    candidates = [explicit, os.environ.get("HELM")]
-    candidates += [str(REPO / ".tools" / "bin" / name) for name in ("helm4", "helm3")]
-    for candidate in candidates:
-        if candidate and Path(candidate).exists():
-            return candidate
+    """--helm, else $HELM (a path or a command on PATH), else the pinned Helm 4 or 3 from
+    `make tools`, else `helm` on PATH."""
+    for given, named in ((explicit, "--helm {}"), (os.environ.get("HELM"), "HELM={}")):
+        if given:
+            found = shutil.which(given)
+            if found is None:
+                raise RenderError(f"{named.format(given)}: neither a path nor a command on PATH; name an installed "
+                                  "Helm, or leave it out to use the one `make tools` installs")
+            return found
+    for candidate in (REPO / ".tools" / "bin" / name for name in ("helm4", "helm3")):
+        if candidate.exists():
+            return str(candidate)
     found = shutil.which("helm")
     if found is None:
         raise RenderError("no Helm found: run `make tools`, or pass --helm /path/to/helm")

@@ -9,6 +9,26 @@ import pytest
 
 from ci.localjob.cli import busy_ports, main
 from ci.localjob.pods import REPO
+from ci.localjob.render import find_helm
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class NothingRuns:
+    """Stands in for the supervisor: what main prepares before the run is under test."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def say(self, message: str) -> None:
+        pass
+
+    def run(self) -> SimpleNamespace:
+        return SimpleNamespace(state="Succeeded", reason="nothing ran", restarts=0, exit_codes={}, succeeded=True)
 
 
 def test_print_env_shows_every_pod_and_runs_nothing(tmp_path):
@@ -71,3 +91,44 @@ def test_make_run_falls_back_to_digits_unless_the_users_values_say_otherwise(tmp
         commands[name] = out.getvalue()
     assert "--fallback-dataset digits" in commands["default"]
     assert "--fallback-dataset" not in commands["strict"]
+
+
+def test_fresh_starts_over_but_keeps_the_downloaded_datasets(tmp_path, monkeypatch):
+    """The trainer's messages advise --fresh; on a cluster one deletes the run's directory, not the datasets."""
+    release = tmp_path / "mnist"
+    dataset = release / "volumes/mnist-storage/datasets/FashionMNIST/raw/train-images-idx3-ubyte.gz"
+    run_state = [release / "volumes/mnist-storage/runs/default/mnist/checkpoints/checkpoint-5.pt",
+                 release / "volumes/hostpath-cache/x", release / "pods/mnist-master-0/pid",
+                 release / "logs/mnist-master-0.log"]
+    for path in [dataset, *run_state]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    monkeypatch.setattr("ci.localjob.cli.JobRunner", NothingRuns)
+    assert main(["--fresh", "--run-dir", str(tmp_path), "--port", str(free_port())], out=io.StringIO()) == 0
+    assert dataset.read_text() == "x"
+    assert [path for path in run_state if path.exists()] == []
+    assert sorted(p.name for p in (release / "volumes").rglob("*")) == sorted(
+        ["mnist-storage", "hostpath-cache", "datasets", "FashionMNIST", "raw", dataset.name])
+
+
+@pytest.mark.parametrize("option, environment, named", [
+    (["--helm", "/nonexistent/helm"], {}, "--helm /nonexistent/helm"),
+    ([], {"HELM": "helm-not-installed"}, "HELM=helm-not-installed"),
+])
+def test_a_helm_that_is_not_found_is_named(tmp_path, capsys, monkeypatch, option, environment, named):
+    """Not silently replaced by the pinned Helm."""
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert main([*option, "--print-env", "--run-dir", str(tmp_path)]) == 2
+    assert (f"localjob: {named}: neither a path nor a command on PATH; name an installed Helm, or leave it out "
+            "to use the one `make tools` installs") in capsys.readouterr().err
+
+
+def test_a_helm_may_be_named_as_a_command_on_path(tmp_path, monkeypatch):
+    helm = tmp_path / "helm3"
+    helm.write_text("#!/bin/sh\n")
+    helm.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert find_helm("helm3") == str(helm)
+    monkeypatch.setenv("HELM", "helm3")
+    assert find_helm() == str(helm)

@@ -56,6 +56,37 @@ def test_env_is_host_env_then_container_env_then_operator_env(default_job, tmp_p
     assert dict(worker.injected_env)["MASTER_ADDR"] == "127.0.0.1"
 
 
+def test_references_expand_as_the_kubelet_expands_them(default_job, tmp_path):
+    """Env values see the variables before them; the command and args see the final env, the
+    operator's included; `$$` is a `$`; an undefined reference (HOME is the shell's) stays."""
+    job = copy.deepcopy(default_job)
+    container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container["env"] += [{"name": "CLAIM", "value": "/mnt/pytorchjob-mnist"},
+                         {"name": "NOTE", "value": "$(CLAIM)|$(LATER)|$(RANK)|$$(CLAIM)|$$HOME"},
+                         {"name": "LATER", "value": "later"},
+                         {"name": "EXPORTS", "value": "$(CLAIM)/exports"}]
+    container["args"] += ["--node_rank=$(RANK)", "--master_addr=$(MASTER_ADDR)", "--export=$(CLAIM)/x", "$$HOME",
+                          "$(HOME)"]
+    worker = plan_pods(job, tmp_path, host_env=HOST_ENV)[1]
+    claim = tmp_path / "volumes" / "mnist-storage"
+    assert worker.argv[-5:] == ("--node_rank=1", "--master_addr=127.0.0.1", f"--export={claim}/x", "$HOME", "$(HOME)")
+    assert worker.env["NOTE"] == "/mnt/pytorchjob-mnist|$(LATER)|$(RANK)|$(CLAIM)|$HOME"
+    assert worker.env["EXPORTS"] == f"{claim}/exports", "expanded first, then mapped like any path"
+
+
+def test_the_shells_machine_wide_settings_are_not_inherited(default_job, tmp_path):
+    """No container starts with them: the shell's OMP_NUM_THREADS=8 would run 8 threads in a 1-CPU pod."""
+    host_env = {**HOST_ENV, "OMP_NUM_THREADS": "8", "MKL_NUM_THREADS": "8", "CUDA_VISIBLE_DEVICES": "0"}
+    job = copy.deepcopy(default_job)
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"] += [
+        {"name": "OMP_NUM_THREADS", "value": "1"}]
+    master, worker = plan_pods(job, tmp_path, host_env=host_env)
+    assert "OMP_NUM_THREADS" not in master.env and "MKL_NUM_THREADS" not in master.env
+    assert master.env["CUDA_VISIBLE_DEVICES"] == worker.env["CUDA_VISIBLE_DEVICES"] == "", \
+        "pods that request no GPU see none"
+    assert worker.env["OMP_NUM_THREADS"] == "1", "the pod's own env still sets them"
+
+
 def test_port_override(default_job, tmp_path):
     for pod in plan_pods(with_port(default_job, 29533), tmp_path, host_env=HOST_ENV):
         assert pod.env["MASTER_PORT"] == pod.env["PET_MASTER_PORT"] == "29533"
@@ -83,10 +114,17 @@ def test_map_path(value, expected):
     assert map_path(value, mounts) == expected
 
 
-def pod_spec_job(**pod_spec) -> dict:
+def pod_spec_job(workers: int = 0, **pod_spec) -> dict:
     container = {"name": "pytorch", "image": "trainer", **pod_spec.pop("container", {})}
     template = {"spec": {"containers": [container], **pod_spec}}
-    return {"metadata": {"name": "mnist"}, "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template}}}}
+    specs = {"Master": {"replicas": 1, "template": template}}
+    if workers:
+        specs["Worker"] = {"replicas": workers, "template": copy.deepcopy(template)}
+    return {"metadata": {"name": "mnist"}, "spec": {"pytorchReplicaSpecs": specs}}
+
+
+def gpu_limits(job: dict, replica_type: str) -> dict:
+    return job["spec"]["pytorchReplicaSpecs"][replica_type]["template"]["spec"]["containers"][0]["resources"]["limits"]
 
 
 @pytest.mark.parametrize("job, message", [
@@ -97,6 +135,9 @@ def pod_spec_job(**pod_spec) -> dict:
     (pod_spec_job(container={"env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}),
      "env TOKEN uses valueFrom"),
     (pod_spec_job(initContainers=[{"name": "init", "image": "busybox"}]), "only the pytorch container"),
+    (pod_spec_job(container={"command": ["no-such-trainer"]}),
+     f"mnist-master-0: command no-such-trainer is neither in {Path(sys.executable).parent} nor on PATH; "
+     "use python or torchrun (the venv's), or put no-such-trainer on PATH"),
 ])
 def test_what_cannot_run_locally_is_named(job, message, tmp_path):
     with pytest.raises(UnsupportedPod, match=re.escape(message)):
@@ -109,11 +150,38 @@ def test_gpu_pods_need_as_many_gpus_here(monkeypatch, tmp_path, gpus_here):
     monkeypatch.setattr("ci.localjob.pods.visible_gpus", lambda: gpus_here)
     job = pod_spec_job(container={"resources": {"limits": {"nvidia.com/gpu": 2}}})
     with pytest.raises(UnsupportedPod, match=re.escape(
-            f"mnist-master-0: requests 2 nvidia.com/gpu, but this machine has {gpus_here} that torch can use; "
-            'add --set gpu=0 (make run RUN_FLAGS="--set gpu=0")')):
+            f"1 pod × 2 nvidia.com/gpu = 2, but this machine has {gpus_here} that torch can use; lower workers or "
+            'gpu to fit, or add --set gpu=0 (make run RUN_FLAGS="--set gpu=0") to train on its CPUs')):
         plan_pods(job, tmp_path, host_env=HOST_ENV)
     monkeypatch.setattr("ci.localjob.pods.visible_gpus", lambda: 2)
     assert [pod.name for pod in plan_pods(job, tmp_path, host_env=HOST_ENV)] == ["mnist-master-0"]
+
+
+def test_the_gpus_of_all_pods_must_fit_together(monkeypatch, tmp_path):
+    """Two 1-GPU pods on one GPU would share it, and NCCL stops at "Duplicate GPU detected"."""
+    monkeypatch.setattr("ci.localjob.pods.visible_gpus", lambda: 1)
+    job = pod_spec_job(workers=1, container={"resources": {"limits": {"nvidia.com/gpu": 1}}})
+    with pytest.raises(UnsupportedPod, match=re.escape("2 pods × 1 nvidia.com/gpu = 2, but this machine has 1 ")):
+        plan_pods(job, tmp_path, host_env=HOST_ENV)
+    monkeypatch.setattr("ci.localjob.pods.visible_gpus", lambda: 3)
+    job = pod_spec_job(workers=2, container={"resources": {"limits": {"nvidia.com/gpu": 1}}})
+    gpu_limits(job, "Master")["nvidia.com/gpu"] = 2
+    with pytest.raises(UnsupportedPod,
+                       match=re.escape("1 pod × 2 + 2 pods × 1 nvidia.com/gpu = 4, but this machine has 3 ")):
+        plan_pods(job, tmp_path, host_env=HOST_ENV)
+
+
+def test_gpu_pods_get_gpus_of_their_own_in_pod_order(monkeypatch, tmp_path):
+    """As the device plugin hands them out: each pod's cuda:0 is another GPU."""
+    monkeypatch.setattr("ci.localjob.pods.visible_gpus", lambda: 4)
+    job = pod_spec_job(workers=2, container={"resources": {"limits": {"nvidia.com/gpu": 1}}})
+    gpu_limits(job, "Master")["nvidia.com/gpu"] = 2
+
+    def devices(host_env: dict[str, str]) -> list[str]:
+        return [pod.env["CUDA_VISIBLE_DEVICES"] for pod in plan_pods(job, tmp_path, host_env=host_env)]
+
+    assert devices(HOST_ENV) == ["0,1", "2", "3"]
+    assert devices({**HOST_ENV, "CUDA_VISIBLE_DEVICES": "4,5,6,7"}) == ["4,5", "6", "7"], "the shell picks the GPUs"
 
 
 def test_pods_share_the_cpus_equally_and_each_gets_at_least_one():
