@@ -79,6 +79,8 @@ class LaunchEnv:
     world_size: int
     local_rank: int
     local_world_size: int
+    master_addr: str = ""  # set when world_size > 1
+    master_port: int = 0
 
 
 def read_launch_env(env: dict[str, str] | None = None) -> LaunchEnv:
@@ -101,14 +103,16 @@ def read_launch_env(env: dict[str, str] | None = None) -> LaunchEnv:
             "pod, but this process was not started by torchrun. Start the trainer with torchrun "
             "(chart value torchrun.enabled=true) or set nprocPerNode to 1."
         )
-    if world_size > 1:
-        missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not env.get(name)]
-        if missing:
-            raise LaunchError(
-                f"WORLD_SIZE={world_size} but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set; the "
-                "training-operator sets both, or use torchrun for local multi-process runs."
-            )
-    return LaunchEnv(rank, world_size, local_rank, local_world_size)
+    if world_size == 1:
+        return LaunchEnv(rank, world_size, local_rank, local_world_size)
+    missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not env.get(name)]
+    if missing:
+        raise LaunchError(
+            f"WORLD_SIZE={world_size} but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set; the "
+            "training-operator sets both, or use torchrun for local multi-process runs."
+        )
+    master_port = _int_var(env, "MASTER_PORT", default=0, minimum=1)
+    return LaunchEnv(rank, world_size, local_rank, local_world_size, env["MASTER_ADDR"], master_port)
 
 
 def _int_var(env: dict[str, str], name: str, default: int, minimum: int) -> int:
@@ -198,8 +202,7 @@ def _rendezvous_store(launch: LaunchEnv, timeout: timedelta) -> dist.TCPStore:
     process group's own joining, bound by the short collective timeout, finds them all there. A key
     per rank, not a count, so that a restarted rank is not counted twice.
     """
-    port = _int_var(dict(os.environ), "MASTER_PORT", default=0, minimum=1)
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], port, launch.world_size, is_master=launch.rank == 0,
+    store = dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, is_master=launch.rank == 0,
                           timeout=timeout, wait_for_workers=False)
     store.set(f"trainer/joined/{launch.rank}", "1")
     store.wait([f"trainer/joined/{rank}" for rank in range(launch.world_size)])

@@ -209,7 +209,7 @@ class JobRunner:
 
     def _stop_all(self) -> None:
         """SIGTERM every live replica's process group at once, SIGKILL what is left after one shared
-        STOP_TIMEOUT_SECONDS (or at once on another signal), then kill their orphans."""
+        STOP_TIMEOUT_SECONDS (or at once on another signal); reaping each kills its orphans."""
         self._stopping = True
         live = [r for r in self.replicas if r.alive]
         for replica in live:
@@ -222,7 +222,6 @@ class JobRunner:
         for replica in live:
             self._reap(replica)
             replica.phase = "Stopped"
-        self._kill_orphans()
 
     def _reap(self, replica: _Replica) -> None:
         """Wait for the process and its output, and kill what is left of its process group and its orphans."""
@@ -235,7 +234,8 @@ class JobRunner:
 
     def _kill_orphans(self) -> None:
         """SIGKILL and reap every child that is no live replica: through the subreaper, what a replica's
-        dead processes left running. Repeated, as an orphan's own children become ours when it dies."""
+        dead processes left running. Repeated, as an orphan's own children become ours when it dies.
+        Called when a replica is reaped, not every poll: it scans /proc, which costs milliseconds."""
         while orphans := self._orphans():
             for pid, name in orphans.items():
                 if os.waitpid(pid, os.WNOHANG)[0] == pid:
@@ -330,7 +330,6 @@ class JobRunner:
                             break
                     elif replica.restart_at is not None and now >= replica.restart_at:
                         self._start(replica)
-                self._kill_orphans()
             if failure is None:
                 self._let_others_finish()
         except KeyboardInterrupt as interruption:
@@ -356,7 +355,6 @@ class JobRunner:
                     self._reap(replica)
                     replica.exit_code = exit_code(replica.process.returncode)
                     replica.phase = "Succeeded" if replica.exit_code == 0 else "Failed"
-            self._kill_orphans()
             time.sleep(POLL_SECONDS)
         for replica in self.replicas:
             if replica.phase == "Running":
