@@ -113,6 +113,10 @@ def trainer_container(docs: list[dict], replica: str = "Master") -> dict:
     return next(c for c in containers if c["name"] == "pytorch")
 
 
+def env_of(docs: list[dict], replica: str) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in trainer_container(docs, replica)["env"]}
+
+
 def flag(args: list[str], name: str) -> str:
     assert name in args, f"{name} missing from {args}"
     return args[args.index(name) + 1]
@@ -533,6 +537,22 @@ def test_t9k_torchrun_example_has_four_processes_and_three_restarts(rendered):
                                             "rdzvBackend": "c10d"}
     limits = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits == {"cpu": "8", "memory": "16Gi", "nvidia.com/gpu": 4}
+
+
+def test_elastic_restarts_get_a_fresh_rendezvous_store_each_round(rendered):
+    """torchrun's shared store keeps the last round's gloo/NCCL addresses (pytorch/pytorch#135712);
+    only elastic jobs restart the worker group, so only they need the variable."""
+    for replica in ("Master", "Worker"):
+        assert env_of(rendered["ci/elastic-cpu-values.yaml"], replica)["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in env_of(rendered["ci/torchrun-cpu-values.yaml"], "Master")
+
+
+def test_user_env_can_turn_the_shared_rendezvous_store_back_on(helm, tmp_path):
+    docs = render_with(helm, {"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True},
+                              "env": [{"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "0"}]}, tmp_path)
+    names = [e["name"] for e in trainer_container(docs)["env"]]
+    assert names.count("TORCH_DISABLE_SHARE_RDZV_TCP_STORE") == 1, names
+    assert env_of(docs, "Master")["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "0"
 
 
 def test_elastic_policy_renders_every_rendezvous_setting(rendered):

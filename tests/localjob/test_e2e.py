@@ -120,6 +120,33 @@ def test_master_killed_once_is_restarted_and_resumes(tmp_path, policy):
     assert metrics["epochs"] == 4
 
 
+def trainer_children(pid: int) -> list[int]:
+    """The trainer processes torchrun (pid) has started."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(child) for child in children
+            if b"trainer" in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")]
+
+
+def test_elastic_worker_group_restarted_by_torchrun_resumes(tmp_path):
+    """A trainer process SIGKILLed under elastic torchrun: its agent restarts the worker group in
+    the same pods (no pod restart), which joins a new rendezvous round and resumes."""
+    runner = start_runner(tmp_path, "--set", "training.epochs=4", "--set", "torchrun.enabled=true",
+                          "--set", "elasticPolicy.enabled=true")
+    checkpoints = tmp_path / "mnist" / RUN_SUBDIR / "checkpoints"
+    while not list(checkpoints.glob("checkpoint-*.pt")):
+        assert runner.poll() is None, f"the job ended before its first checkpoint:\n{finish(runner)}"
+        time.sleep(0.05)
+    torchrun = int((tmp_path / "mnist/pods/mnist-worker-0/pid").read_text())
+    (trainer,) = trainer_children(torchrun)
+    os.kill(trainer, signal.SIGKILL)
+    output = finish(runner)
+    assert runner.returncode == 0, output
+    assert "Gloo connectFullMesh failed" not in output
+    assert re.search(r"\[mnist-(master|worker)-0\] Resumed from .*checkpoint-\d+\.pt", output), output
+    assert "PyTorchJob mnist Succeeded: the Master succeeded (restarts: 0," in output
+    assert json.loads((tmp_path / "mnist" / RUN_SUBDIR / "model/metrics.json").read_text())["epochs"] == 4
+
+
 def test_divergence_fails_at_once_under_restart_policy_exit_code(tmp_path):
     """Every restart would diverge again: the trainer's permanent exit code ends the job without one."""
     runner = start_runner(tmp_path, "--set", "restartPolicy=ExitCode", "--set-string", "training.lr=1e12",

@@ -279,6 +279,12 @@ spec:
       {{- $chartEnv := list
         (dict "name" "XDG_CACHE_HOME" "value" .Values.scratch.cachePath)
         (dict "name" "TORCH_HOME" "value" (printf "%s/torch" .Values.scratch.cachePath)) }}
+      {{- if .Values.elasticPolicy.enabled }}
+      {{- /* torchrun's agents otherwise keep one store for every rendezvous round, so a restarted
+      worker group reads the last round's gloo/NCCL addresses and fails to connect
+      (pytorch/pytorch#135712). With this, each round's rank 0 serves a fresh store. */}}
+      {{- $chartEnv = append $chartEnv (dict "name" "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" "value" "1") }}
+      {{- end }}
       {{- $env := list }}
       {{- range $chartEnv }}{{ if not (has .name $userEnv) }}{{ $env = append $env . }}{{ end }}{{ end }}
       {{- $env = concat $env (default list .Values.env) }}
