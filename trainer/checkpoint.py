@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 import warnings
+import zipfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -70,6 +71,7 @@ class CheckpointStore:
         """
         for path in self.paths():
             try:
+                _check_crcs(path)
                 # Checkpoints hold only tensors and primitives, so the safe loader suffices.
                 state = torch.load(path, map_location="cpu", weights_only=True)
                 if isinstance(state, dict) and state.get("format") == 1 and _FORMAT_1_KEYS <= set(state):
@@ -96,6 +98,15 @@ class CheckpointStore:
             warnings.warn(f"skipping {path}: {reason}; could not rename it ({error})", stacklevel=3)
             return
         warnings.warn(f"skipping {path}: {reason}; renamed it to {aside.name}", stacklevel=3)
+
+
+def _check_crcs(path: Path) -> None:
+    """Raise if a member of the checkpoint's zip archive fails its CRC-32. torch.save writes the
+    checksums but torch.load does not check them, so flipped bits would load as wrong weights."""
+    with zipfile.ZipFile(path) as archive:
+        damaged = archive.testzip()
+    if damaged is not None:
+        raise zipfile.BadZipFile(f"{damaged} fails its CRC check")
 
 
 _FORMAT_1_KEYS = REQUIRED_KEYS - {"consumed"} | {"batch"}

@@ -147,6 +147,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                 ensure_writable_dir(path, flag)
             except NotWritableError as error:
                 parser.error(str(error))
+    if args.save_model and not args.output_dir:
+        try:
+            ensure_writable_dir(Path.cwd(), "--save-model")
+        except NotWritableError as error:
+            parser.error(f"--save-model writes {MODEL_FILE} to the current directory, {Path.cwd()}, which is not "
+                         f"writable ({error.__cause__.strerror or error.__cause__}). Pass --output-dir with a writable directory.")
     return args
 
 

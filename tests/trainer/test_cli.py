@@ -56,6 +56,19 @@ def test_unwritable_directories_fail_before_training(tmp_path, flag, named, caps
     assert f"{named} {blocker / 'sub'} is not writable" in capsys.readouterr().err
 
 
+def test_save_model_into_an_unwritable_current_directory_fails_before_training(tmp_path, monkeypatch, capsys):
+    """Without --output-dir the seed's --save-model writes to the working directory. sysfs takes
+    no new files, even from root (who may write into any mode-0555 directory)."""
+    monkeypatch.chdir("/sys")
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(["--save-model", "--dir", ""])
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err
+    assert "--save-model writes mnist_cnn.pt to the current directory, /sys, which is not writable (" in message
+    assert "). Pass --output-dir with a writable directory." in message
+    assert parse_args(["--save-model", "--dir", "", "--output-dir", str(tmp_path / "out")]).output_dir
+
+
 def test_diverging_loss_stops_the_job_with_a_message(tmp_path):
     result = run_trainer([*QUICK, "--lr", "1e12", "--momentum", "0.9", "--log-interval", "1",
                           "--dir", "", "--output-dir", "out"], cwd=tmp_path)
