@@ -1,11 +1,13 @@
 """Bad input fails fast with the flag and the fix; the CLI keeps the seed script's flags."""
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from tests.support.procs import run_trainer
-from trainer.cli import build_parser, parse_args
+from trainer import data as datasets
+from trainer.cli import build_parser, load_data, parse_args
 
 QUICK = ["--dataset", "synthetic", "--limit-train", "256", "--limit-test", "100", "--threads", "1"]
 
@@ -67,6 +69,45 @@ def test_save_model_into_an_unwritable_current_directory_fails_before_training(t
     assert "--save-model writes mnist_cnn.pt to the current directory, /sys, which is not writable (" in message
     assert "). Pass --output-dir with a writable directory." in message
     assert parse_args(["--save-model", "--dir", "", "--output-dir", str(tmp_path / "out")]).output_dir
+
+
+class _TurnRecorder:
+    """A rank's view of load_data: what it loads and when it waits for the others."""
+
+    def __init__(self, rank: int, local_rank: int, peers_succeed: bool = True) -> None:
+        self.rank, self.local_rank, self.peers_succeed = rank, local_rank, peers_succeed
+        self.events: list[str] = []
+
+    def all_true(self, flag: bool, patient: bool = False) -> bool:
+        assert patient, "a download may outlast --pg-timeout"
+        self.events.append("wait")
+        return flag and self.peers_succeed
+
+    def load(self, name, root, download):
+        self.events.append("download" if download else "read")
+        return SimpleNamespace(limited=lambda train, test: name)
+
+
+@pytest.mark.parametrize("rank,local_rank,expected", [
+    (0, 0, ["download", "wait", "wait"]),  # first, alone: pods may share one volume
+    (1, 1, ["wait", "wait", "read"]),
+    (2, 0, ["wait", "download", "wait"]),  # then one process per other pod, for a volume of its own
+    (3, 1, ["wait", "wait", "read"]),
+])
+def test_datasets_download_in_turns_rank_zero_first_then_one_process_per_pod(monkeypatch, rank, local_rank, expected):
+    ranked = _TurnRecorder(rank, local_rank)
+    monkeypatch.setattr(datasets, "load", ranked.load)
+    args = parse_args(["--dataset", "mnist", "--dir", ""])
+    assert load_data(args, ranked, reporter=None) == "mnist"
+    assert ranked.events == expected
+
+
+def test_a_failed_download_on_rank_zero_sends_every_rank_to_the_fallback_at_the_first_wait(monkeypatch):
+    ranked = _TurnRecorder(rank=2, local_rank=0, peers_succeed=False)
+    monkeypatch.setattr(datasets, "load", ranked.load)
+    args = parse_args(["--dataset", "mnist", "--fallback-dataset", "digits", "--dir", ""])
+    assert load_data(args, ranked, reporter=SimpleNamespace(info=lambda line: None)) == "digits"
+    assert ranked.events == ["wait", "read"], "no download of its own, no second wait for a turn"
 
 
 def test_diverging_loss_stops_the_job_with_a_message(tmp_path):
