@@ -33,7 +33,7 @@ class Reporter:
         self, epoch: int, batch: int, num_batches: int, samples_done: int, total: int,
         loss: float, step: int, lr: float,
     ) -> None:
-        # The seed script's line, kept byte-compatible for users' log parsers.
+        # The seed script's format, for users' log parsers; the numbers cover all ranks (README).
         self.info(
             f"Train Epoch: {epoch} [{samples_done}/{total} ({100.0 * batch / num_batches:.0f}%)]"
             f"\tloss={loss:.4f}"
