@@ -9,7 +9,10 @@
 #      must reach Succeeded, its Master must log the world size the spec asks for (so no pod trained
 #      alone), and `helm test` checks the model and metrics on the volume;
 #   6. a second release without a volume whose pods must run on different nodes, so DDP crosses them;
-#   7. all releases uninstalled: nothing labelled with their release is left but what the charts keep
+#   7. a third release with ci/elastic-cpu-values.yaml (elastic torchrun, 1 Master + 2 Workers), checked
+#      like the first: its rank 0 (in whichever pod the rendezvous put it) logs the world size, and
+#      `helm test`;
+#   8. all releases uninstalled: nothing labelled with their release is left but what the charts keep
 #      on purpose (the PyTorchJob CRD, the training volume), which is then removed by hand.
 #
 # Environment: KIND_CLUSTER (default pytorchjob-mnist-e2e), KIND_NODE_IMAGE (kind's default),
@@ -33,6 +36,8 @@ workload_release=mnist
 workload_namespace=mnist
 two_nodes_values="$repo/ci/kind/two-nodes-values.yaml"
 two_nodes_release=mnist-two-nodes
+elastic_values="$workload_chart/ci/elastic-cpu-values.yaml"
+elastic_release=mnist-elastic
 webhook_configuration=validator.training-operator.kubeflow.org
 
 first_tool() {
@@ -76,6 +81,7 @@ diagnostics() {
 finish() {
   local status=$?
   if ((status != 0)); then diagnostics; fi
+  if [[ -n "${archives:-}" ]]; then rm -rf "$archives"; fi
   if [[ "${KEEP_CLUSTER:-0}" == 1 ]]; then
     echo "cluster kept: kind delete cluster --name $cluster"
   else
@@ -132,8 +138,9 @@ job_field() {
   kubectl get pytorchjob "$1" -n "$workload_namespace" -o jsonpath="$2"
 }
 
-# Pod states a retry never leaves (unlike ErrImagePull, which a registry's rate limit can cause).
-unstartable='ErrImageNeverPull|InvalidImageName|CreateContainerConfigError|CreateContainerError'
+# Pod states a retry never leaves (unlike ErrImagePull, which a registry's rate limit can cause, and
+# CreateContainerError, which the kubelet retries and a busy node often causes: both run to the timeout).
+unstartable='ErrImageNeverPull|InvalidImageName|CreateContainerConfigError'
 # One line per pod: its name and why its init and main containers are waiting.
 waiting_reasons='{range .items[*]}{.metadata.name}: {.status.initContainerStatuses[*].state.waiting.reason} {.status.containerStatuses[*].state.waiting.reason}{"\n"}{end}'
 
@@ -158,25 +165,56 @@ wait_for_job() {
   kubectl wait "pytorchjob/$1" -n "$workload_namespace" --for=condition=Succeeded --timeout=10s
 }
 
-# check_master_log JOB: the Master (rank 0) reported its evaluation, in a process group of every
-# process the spec asks for (pods × nprocPerNode). A pod that lost the operator's environment would
-# train alone as world size 1 and still succeed.
-check_master_log() {
-  local masters workers nproc world log
+# check_rank0_log JOB: rank 0 reported its evaluation, in a process group of every process the spec
+# asks for (pods × nprocPerNode). A pod that lost the operator's environment would train alone as
+# world size 1 and still succeed. Rank 0 is the Master's, except under an elasticPolicy, where the
+# rendezvous gives it to any pod: then every pod's log is searched.
+check_rank0_log() {
+  local masters workers nproc world pods pod log=""
   masters=$(job_field "$1" '{.spec.pytorchReplicaSpecs.Master.replicas}')
   workers=$(job_field "$1" '{.spec.pytorchReplicaSpecs.Worker.replicas}')
   nproc=$(job_field "$1" '{.spec.nprocPerNode}')
   world=$((masters + ${workers:-0}))
   if [[ "$nproc" =~ ^[0-9]+$ ]]; then world=$((world * nproc)); fi
-  log=$(kubectl logs "$1-master-0" -n "$workload_namespace" -c pytorch)
-  grep -E "^World Size: $world\. Rank: 0\." <<<"$log" || { echo "$1-master-0 did not train in a world of $world" >&2; return 1; }
+  pods="pod/$1-master-0"
+  if [[ -n "$(job_field "$1" '{.spec.elasticPolicy}')" ]]; then
+    pods=$(kubectl get pods -n "$workload_namespace" -l "training.kubeflow.org/job-name=$1" -o name)
+  fi
+  for pod in $pods; do
+    log+=$(kubectl logs "$pod" -n "$workload_namespace" -c pytorch)$'\n'
+  done
+  grep -E "^World Size: $world\. Rank: 0\." <<<"$log" || { echo "no rank 0 of $1 trained in a world of $world" >&2; return 1; }
   grep -E '^epoch=[0-9]+ accuracy=[0-9.]+ val_loss=[0-9.]+$' <<<"$log"
+}
+
+# run_job RELEASE HELM_ARGS...: install pytorchjob-mnist as RELEASE with the local image (local_image,
+# set below), wait for its PyTorchJob to succeed and check its rank 0's log.
+run_job() {
+  local release=$1
+  shift
+  helm install "$release" "$workload_chart" -n "$workload_namespace" "$@" "${local_image[@]}"
+  wait_for_job "$release"
+  check_rank0_log "$release"
+  kubectl get pods -n "$workload_namespace" -l "training.kubeflow.org/job-name=$release" -o wide
+}
+
+# run_helm_test RELEASE: the chart's test pod checks the model and metrics on the volume.
+# No --logs: Helm 3 deletes a passed test's pod before reading its logs (helm/helm#9098) and then
+# fails; a failed test's pod is kept and its log printed here.
+run_helm_test() {
+  helm test "$1" -n "$workload_namespace" --timeout 10m \
+    || { kubectl logs "$1-check-run" -n "$workload_namespace" || true; return 1; }
 }
 
 step "kind cluster $cluster"
 kind create cluster --name "$cluster" --config "$repo/ci/kind/cluster.yaml" --wait 180s \
   ${KIND_NODE_IMAGE:+--image "$KIND_NODE_IMAGE"}
 trap finish EXIT
+# On a signal, exit with its status so that finish prints the diagnostics (and still deletes the cluster).
+trap 'exit 143' TERM
+trap 'exit 130' INT
+# Image archives for `kind load image-archive`; finish removes them.
+archives=$(mktemp -d)
 
 step "trainer image $image"
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
@@ -187,12 +225,18 @@ kind load docker-image "$image" --name "$cluster"
 step "operator images (pulled once, loaded into the nodes)"
 operator_images=$(chart_images "$operator_release" "$operator_chart" -n "$operator_namespace" -f "$operator_values")
 [[ -n "$operator_images" ]] || { echo "found no images in the rendered training-operator chart" >&2; exit 1; }
+# The nodes' platform: a preloaded image of another one would be used (IfNotPresent) and fail to run.
+platform=$(docker version --format '{{.Server.Os}}/{{.Server.Arch}}')
 while read -r operator_image; do
-  docker pull --quiet "$operator_image"
-  # `kind load` can trip over multi-platform images in Docker's containerd image store; the nodes can
-  # still pull them (IfNotPresent), so a failed preload only costs time.
-  kind load docker-image "$operator_image" --name "$cluster" ||
+  # `kind load docker-image` fails on pulled multi-platform images under Docker's containerd image
+  # store (its archive names platforms never pulled: kubernetes-sigs/kind#3795), so save the one
+  # platform. To a file, not a pipe: kind opens the archive once per node. The nodes can still pull
+  # the images (IfNotPresent), so a failed preload only costs time.
+  docker pull --quiet --platform "$platform" "$operator_image" &&
+    docker image save --platform "$platform" -o "$archives/image.tar" "$operator_image" &&
+    kind load image-archive "$archives/image.tar" --name "$cluster" ||
     echo "warning: could not preload $operator_image; the nodes will pull it" >&2
+  rm -f "$archives/image.tar"
 done <<<"$operator_images"
 
 step "install the training-operator"
@@ -226,32 +270,28 @@ grep -q 'admission webhook "validator.pytorchjob.training-operator.kubeflow.org"
 local_image=(--set "image.repository=${image%:*}" --set "image.tag=${image##*:}" --set image.pullPolicy=Never)
 
 step "install pytorchjob-mnist with the local image"
-helm install "$workload_release" "$workload_chart" -n "$workload_namespace" -f "$workload_values" "${local_image[@]}"
-wait_for_job "$workload_release"
-check_master_log "$workload_release"
-kubectl get pods -n "$workload_namespace" -l "training.kubeflow.org/job-name=$workload_release" -o wide
+run_job "$workload_release" -f "$workload_values"
 
 step "helm test"
-# No --logs: Helm 3 deletes a passed test's pod before reading its logs (helm/helm#9098) and then
-# fails; a failed test's pod is kept and its log printed here.
-helm test "$workload_release" -n "$workload_namespace" --timeout 10m \
-  || { kubectl logs "$workload_release-check-run" -n "$workload_namespace" || true; exit 1; }
+run_helm_test "$workload_release"
 
 step "a job across two nodes (no volume, so no single-node affinity)"
-helm install "$two_nodes_release" "$workload_chart" -n "$workload_namespace" -f "$workload_values" \
-  -f "$two_nodes_values" "${local_image[@]}"
-wait_for_job "$two_nodes_release"
-check_master_log "$two_nodes_release"
-kubectl get pods -n "$workload_namespace" -l "training.kubeflow.org/job-name=$two_nodes_release" -o wide
+run_job "$two_nodes_release" -f "$workload_values" -f "$two_nodes_values"
 nodes=$(kubectl get pods -n "$workload_namespace" -l "training.kubeflow.org/job-name=$two_nodes_release" \
   -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u | wc -l)
 ((nodes == 2)) || { echo "the pods of $two_nodes_release ran on $nodes node(s), not 2" >&2; exit 1; }
+
+step "an elastic torchrun job (c10d rendezvous, 1 Master + 2 Workers)"
+run_job "$elastic_release" -f "$elastic_values"
+run_helm_test "$elastic_release"
 
 step "uninstall and check for leftovers"
 # persistence.keep (default true) keeps the claim with the trained model; nothing else may remain.
 uninstall_leaving_only "$workload_release" "$workload_namespace" "training.kubeflow.org/job-name=$workload_release" \
   "persistentvolumeclaim/$workload_release-storage"
 uninstall_leaving_only "$two_nodes_release" "$workload_namespace" "training.kubeflow.org/job-name=$two_nodes_release" ""
+uninstall_leaving_only "$elastic_release" "$workload_namespace" "training.kubeflow.org/job-name=$elastic_release" \
+  "persistentvolumeclaim/$elastic_release-storage"
 # crds.keep keeps the CRD, so uninstalling the operator never deletes users' jobs; then delete it here.
 uninstall_leaving_only "$operator_release" "$operator_namespace" "app.kubernetes.io/instance=$operator_release" \
   "customresourcedefinition.apiextensions.k8s.io/pytorchjobs.kubeflow.org"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 
 import pytest
@@ -44,14 +45,49 @@ def e2e_skip_reason() -> str | None:
     return None
 
 
+def e2e_timeout() -> int:
+    """Seconds for ci/e2e-kind.sh: above the sum of its own time limits (3 jobs × JOB_TIMEOUT, 2 helm
+    tests × 10 min, 4 uninstalls × 7 min, the operator install, cluster, webhook and namespace waits
+    about 15 min), plus 30 min for the image build, pulls and loads, which have none."""
+    job_timeout = int(os.environ.get("JOB_TIMEOUT", "900"))
+    return 3 * job_timeout + (20 + 28 + 15 + 30) * 60
+
+
+# After SIGTERM the script prints its diagnostics and deletes the kind cluster (its EXIT trap).
+E2E_CLEANUP_TIMEOUT = 5 * 60
+
+
+def run_e2e_script(timeout: int) -> tuple[int, str, str]:
+    """Run ci/e2e-kind.sh in a process group of its own; on timeout (or Ctrl-C), SIGTERM the group
+    rather than SIGKILL the script as subprocess.run does: a killed script never runs its EXIT trap,
+    and the kind cluster it leaves makes the next run's `kind create cluster` fail. The whole group,
+    so a long helm or kubectl call ends too instead of holding off the script's trap."""
+    proc = subprocess.Popen([str(E2E_SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+        return proc.returncode, stdout, stderr
+    except (subprocess.TimeoutExpired, KeyboardInterrupt) as stop:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            stdout, stderr = proc.communicate(timeout=E2E_CLEANUP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+        if isinstance(stop, KeyboardInterrupt):
+            raise
+        pytest.fail(f"ci/e2e-kind.sh did not finish within {timeout}s (stopped with SIGTERM, exit status "
+                    f"{proc.returncode}):\n{stdout[-8000:]}\n{stderr[-8000:]}")
+
+
 @pytest.mark.slow
 def test_kind_e2e():
     reason = e2e_skip_reason()
     if reason:
         pytest.skip(reason)
-    result = subprocess.run([str(E2E_SCRIPT)], capture_output=True, text=True, timeout=45 * 60)
-    assert result.returncode == 0, f"{result.stdout[-8000:]}\n{result.stderr[-8000:]}"
-    assert "==> e2e passed" in result.stdout
+    returncode, stdout, stderr = run_e2e_script(e2e_timeout())
+    assert returncode == 0, f"{stdout[-8000:]}\n{stderr[-8000:]}"
+    assert "==> e2e passed" in stdout
 
 
 def test_kind_cluster_has_one_control_plane_and_two_workers():
@@ -60,7 +96,7 @@ def test_kind_cluster_has_one_control_plane_and_two_workers():
 
 
 def test_the_values_files_the_e2e_installs_exist():
-    for name in ("operator_values", "workload_values", "two_nodes_values"):
+    for name in ("operator_values", "workload_values", "two_nodes_values", "elastic_values"):
         assert os.path.isfile(script_setting(name)), f"{name} = {script_setting(name)} is missing"
 
 
@@ -130,6 +166,24 @@ def test_the_two_node_job_must_spread_its_pods_and_leaves_nothing(helm):
     assert f'uninstall_leaving_only "$two_nodes_release" "$workload_namespace" "training.kubeflow.org/job-name=$two_nodes_release" ""' in SCRIPT_TEXT
 
 
+def test_the_elastic_job_keeps_its_claim_and_is_searched_for_rank_0(helm):
+    """The third job: elastic torchrun over 3 pods (WORLD_SIZE 3), whose rank 0 may be in any pod, so
+    check_rank0_log reads every pod's log when the job has an elasticPolicy; its claim is kept."""
+    release = script_setting("elastic_release")
+    docs = helm.render(REPO / "charts" / "pytorchjob-mnist", release=release,
+                       namespace=script_setting("workload_namespace"), values_files=(script_setting("elastic_values"),))
+    [job] = by_kind(docs, "PyTorchJob")
+    assert job["metadata"]["name"] == release
+    assert job["spec"]["elasticPolicy"] and job["spec"]["nprocPerNode"] == "1"
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert (replicas["Master"]["replicas"], replicas["Worker"]["replicas"]) == (1, 2)
+    assert "if [[ -n \"$(job_field \"$1\" '{.spec.elasticPolicy}')\" ]]; then" in SCRIPT_TEXT
+    [claim] = by_kind(docs, "PersistentVolumeClaim")
+    assert claim["metadata"]["name"] == f"{release}-storage"
+    assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert '"persistentvolumeclaim/$elastic_release-storage"' in SCRIPT_TEXT
+
+
 def test_the_operator_uninstall_leaves_the_crd_the_script_expects(helm):
     """The operator is installed with crds.keep=true, so its uninstall leaves exactly the CRD."""
     install = re.search(r'^helm install "\$operator_release".*?--wait', SCRIPT_TEXT, re.M | re.S).group(0)
@@ -176,6 +230,7 @@ def leftover_resources() -> set[str]:
 @pytest.mark.parametrize("chart, release, namespace, values", [
     ("training-operator", "operator_release", "operator_namespace", "operator_values"),
     ("pytorchjob-mnist", "workload_release", "workload_namespace", "workload_values"),
+    ("pytorchjob-mnist", "elastic_release", "workload_namespace", "elastic_values"),
 ])
 def test_the_leftover_check_sees_everything_the_charts_install(helm, chart, release, namespace, values):
     """Uninstall is only proven clean if every rendered object is labelled and of a kind the script lists."""
