@@ -1,0 +1,40 @@
+"""What docker/Dockerfile promises about layer caching and the runtime environment, read from the file
+itself (no build): these hold for docker and podman alike and run everywhere."""
+from __future__ import annotations
+
+from tests.support.dockerfile import copies, env, runtime_env, stages
+
+
+def test_the_dependency_install_sees_only_the_requirement_list():
+    """A pyproject.toml edit that keeps the dependencies (a version bump) must leave the dependency
+    install cached: re-run, it rewrites the runtime's 1-6 GB venv layer (pip stamps install-time mtimes),
+    which every node then pulls again. So the stages that build /opt/venv copy nothing from the build
+    context; the list comes from a stage that reads pyproject.toml."""
+    all_stages = stages()
+    runtime = list(all_stages)[-1]
+    venv_sources = [source for source, arguments in copies(all_stages[runtime][1]) if "/opt/venv" in arguments]
+    assert venv_sources and venv_sources[0] in all_stages, "the runtime copies /opt/venv from a build stage"
+    chain, name = [], venv_sources[0]
+    while name in all_stages:  # the venv's stage and the stages it is built FROM
+        chain.append(name)
+        name = all_stages[name][0]
+    from_context = [(stage, arguments) for stage in chain for source, arguments in copies(all_stages[stage][1])
+                    if source is None]
+    assert not from_context, f"stages building /opt/venv copy from the build context: {from_context}"
+    lists = [source for stage in chain for source, arguments in copies(all_stages[stage][1])
+             if "requirements" in arguments]
+    assert lists, "the venv's stages copy the requirement list from another stage"
+    assert any("pyproject.toml" in arguments for _, arguments in copies(all_stages[lists[0]][1])), \
+        f"stage {lists[0]} derives the list from pyproject.toml"
+
+
+def test_the_runtime_env_suits_gpu_nodes_and_a_read_only_root():
+    all_stages = stages()
+    runtime = runtime_env()
+    # GKE's device plugin mounts the driver libraries here without ldconfig (PyTorch's images set the same).
+    assert {"/usr/local/nvidia/lib", "/usr/local/nvidia/lib64"} <= set(runtime["LD_LIBRARY_PATH"].split(":"))
+    assert set(runtime["NVIDIA_DRIVER_CAPABILITIES"].split(",")) == {"compute", "utility"}
+    assert not any("NVIDIA_VISIBLE_DEVICES" in env(steps) for _, steps in all_stages.values()), \
+        "the device plugin chooses the GPUs; an image default would expose all of them where no plugin runs"
+    # CUDA's JIT cache defaults to $HOME/.nv, read-only under the chart: it belongs in the cache volume.
+    assert runtime["CUDA_CACHE_PATH"].startswith(runtime["XDG_CACHE_HOME"] + "/")
