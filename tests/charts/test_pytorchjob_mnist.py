@@ -10,12 +10,17 @@ import pytest
 import yaml
 
 from tests.support.crd import load_pytorchjob_crd, validate_custom_object
+from tests.support.dockerfile import runtime_env
 from tests.support.helm import REPO, by_kind, one, umbrella_chart
 from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
 from tests.support.pss import restricted_violations
 
 CHART = REPO / "charts" / "pytorchjob-mnist"
 VALUES_FILES = sorted((CHART / "ci").glob("*-values.yaml")) + sorted((CHART / "examples").glob("*-values.yaml"))
+# The cache variables every trainer container gets, at the default scratch.cachePath.
+CACHE_ENV = {"XDG_CACHE_HOME": "/var/cache/trainer", "TORCH_HOME": "/var/cache/trainer/torch",
+             "TRITON_HOME": "/var/cache/trainer", "MPLCONFIGDIR": "/var/cache/trainer/matplotlib",
+             "CUDA_CACHE_PATH": "/var/cache/trainer/nv"}
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 # Inline combinations on top of the ci/ and examples/ files: together they exercise every value.
@@ -274,7 +279,7 @@ def test_user_env_replaces_the_charts_entry_of_the_same_name(helm):
         env = trainer_container(docs, replica)["env"]
         names = [e["name"] for e in env]
         assert len(names) == len(set(names)), names
-        assert names == ["XDG_CACHE_HOME", "TORCH_HOME", "NCCL_DEBUG"]
+        assert names == [name for name in CACHE_ENV if name != "TORCH_HOME"] + ["TORCH_HOME", "NCCL_DEBUG"]
         assert {e["name"]: e["value"] for e in env}["TORCH_HOME"] == "/models/torch"
 
 
@@ -439,9 +444,18 @@ def test_shm_tmp_and_cache_are_writable_empty_dirs(default_docs):
     mounts = {m["name"]: m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
     assert mounts == {"storage": "/mnt/pytorchjob-mnist", "tmp": "/tmp", "cache": "/var/cache/trainer",
                       "dshm": "/dev/shm"}
-    env = {e["name"]: e["value"] for e in spec["containers"][0]["env"]}
-    assert env == {"XDG_CACHE_HOME": "/var/cache/trainer", "TORCH_HOME": "/var/cache/trainer/torch"}
+    assert env_of(default_docs, "Master") == CACHE_ENV
     assert spec["securityContext"]["fsGroup"] == 1000, "fsGroup makes the claim writable"
+
+
+def test_the_chart_sets_every_cache_variable_the_image_does(helm):
+    """The image points its caches at /var/cache/trainer (read-only unless mounted); the chart must
+    move each one along with scratch.cachePath, or it stays on the read-only root filesystem."""
+    image_cache = {name: value for name, value in runtime_env().items() if value.startswith("/var/cache/trainer")}
+    assert image_cache == CACHE_ENV
+    moved = env_of(helm.render(CHART, set_values={"scratch.cachePath": "/scratch"}), "Worker")
+    assert {name: moved[name] for name in CACHE_ENV} == {
+        name: value.replace("/var/cache/trainer", "/scratch") for name, value in CACHE_ENV.items()}
 
 
 def test_gpu_goes_to_limits_only_with_toleration_nccl_and_cuda_image(rendered):

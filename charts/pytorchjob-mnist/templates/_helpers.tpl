@@ -271,14 +271,19 @@ spec:
       {{- with .Values.workingDir }}
       workingDir: {{ . }}
       {{- end }}
-      {{- /* Caches go to the writable emptyDir; an `env` entry of the same name replaces the chart's
-      (env is a keyed list: the API server refuses duplicates). The operator appends MASTER_*,
-      WORLD_SIZE, RANK and PET_*. */}}
+      {{- /* Caches go to the writable emptyDir, wherever scratch.cachePath puts it: the image's own
+      cache variables (docker/Dockerfile) are set again from it. An `env` entry of the same name
+      replaces the chart's (env is a keyed list: the API server refuses duplicates). The operator
+      appends MASTER_*, WORLD_SIZE, RANK and PET_*. */}}
       {{- $userEnv := list }}
       {{- range .Values.env }}{{ $userEnv = append $userEnv .name }}{{ end }}
+      {{- $cache := .Values.scratch.cachePath }}
       {{- $chartEnv := list
-        (dict "name" "XDG_CACHE_HOME" "value" .Values.scratch.cachePath)
-        (dict "name" "TORCH_HOME" "value" (printf "%s/torch" .Values.scratch.cachePath)) }}
+        (dict "name" "XDG_CACHE_HOME" "value" $cache)
+        (dict "name" "TORCH_HOME" "value" (printf "%s/torch" $cache))
+        (dict "name" "TRITON_HOME" "value" $cache)
+        (dict "name" "MPLCONFIGDIR" "value" (printf "%s/matplotlib" $cache))
+        (dict "name" "CUDA_CACHE_PATH" "value" (printf "%s/nv" $cache)) }}
       {{- if .Values.elasticPolicy.enabled }}
       {{- /* torchrun's agents otherwise keep one store for every rendezvous round, so a restarted
       worker group reads the last round's gloo/NCCL addresses and fails to connect
