@@ -127,5 +127,8 @@ def test_digits_are_mnist_shaped_with_a_fixed_split():
 
 
 def test_limited_takes_the_first_samples():
-    ds = data.load("synthetic", "unused", download=False).limited(100, 30)
-    assert len(ds.train_labels) == 100 and len(ds.test_images) == 30
+    """The same samples on every run and every rank, images and labels cut alike."""
+    full = data.load("synthetic", "unused", download=False)
+    ds = full.limited(100, 30)
+    assert torch.equal(ds.train_images, full.train_images[:100]) and torch.equal(ds.train_labels, full.train_labels[:100])
+    assert torch.equal(ds.test_images, full.test_images[:30]) and torch.equal(ds.test_labels, full.test_labels[:30])

@@ -30,6 +30,13 @@ def _weights(path):
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
+def assert_same_weights(expected_path, actual_path):
+    expected, actual = _weights(expected_path), _weights(actual_path)
+    assert expected and expected.keys() == actual.keys(), (sorted(expected), sorted(actual))
+    for key in expected:
+        assert torch.equal(expected[key], actual[key]), key
+
+
 def test_two_pods_with_the_operator_contract(tmp_path):
     args = [*SMALL, "--epochs", "2", "--log-interval", "4", "--output-dir", "out", "--dir", "tb"]
     codes = wait_all(start_pods(args, tmp_path, world_size=2, port=free_port()))
@@ -93,9 +100,7 @@ def test_killed_rank_resumes_to_the_same_weights(tmp_path):
 
     assert wait_all(start_pods(args, interrupted, 2, port)) == [0, 0]
     assert "Resumed from ckpt/checkpoint-" in (interrupted / "rank0.log").read_text()
-    expected, actual = _weights(reference / "out" / "mnist_cnn.pt"), _weights(interrupted / "out" / "mnist_cnn.pt")
-    for key in expected:
-        assert torch.equal(expected[key], actual[key]), key
+    assert_same_weights(reference / "out" / "mnist_cnn.pt", interrupted / "out" / "mnist_cnn.pt")
 
 
 def test_digits_reach_95_percent_test_accuracy(tmp_path):
@@ -122,6 +127,4 @@ def test_three_ranks_resume_from_a_mid_epoch_checkpoint_to_the_same_weights(tmp_
 
     assert wait_all(start_pods(args, resumed, 3, free_port())) == [0, 0, 0], (resumed / "rank0.log").read_text()
     assert "Resumed from ckpt/checkpoint-000000004.pt" in (resumed / "rank0.log").read_text()
-    expected, actual = _weights(reference / "out" / "mnist_cnn.pt"), _weights(resumed / "out" / "mnist_cnn.pt")
-    for key in expected:
-        assert torch.equal(expected[key], actual[key]), key
+    assert_same_weights(reference / "out" / "mnist_cnn.pt", resumed / "out" / "mnist_cnn.pt")
