@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -392,7 +393,15 @@ def test_notes_tell_the_user_what_to_check(helm, tmp_path):
     assert f"rollout status deployment/{RELEASE}" in text
     assert "--set image.repository=<registry>/trainer" in text, "the default image is published nowhere"
     assert "WARNING" not in text
-    assert "crds.enabled=false" in notes(**{"crds.enabled": False})
+    assert "helm install mnist charts/pytorchjob-mnist -n <namespace>" in text
+    scoped = notes(namespaceScoped=True)
+    assert f"helm install mnist charts/pytorchjob-mnist -n {NAMESPACE} " in scoped, "the only namespace it watches"
+    without_crd = notes(**{"crds.enabled": False})
+    assert "crds.enabled=false" in without_crd
+    # The command it gives must render the CRD (the template file itself is not applicable YAML).
+    show_only = re.search(r"--show-only (\S+) \| kubectl apply --server-side -f -", without_crd).group(1)
+    (crd,) = helm.render(CHART, set_values={"crds.enabled": True}, extra=("--show-only", show_only))
+    assert crd["kind"] == "CustomResourceDefinition" and crd["metadata"]["name"] == "pytorchjobs.kubeflow.org"
 
 
 # --- values schema: refusals name the key --------------------------------------------------------
