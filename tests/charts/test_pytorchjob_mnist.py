@@ -540,7 +540,7 @@ def test_torchrun_runs_the_trainer_module_with_processes_per_node(rendered):
     assert job["spec"]["nprocPerNode"] == "2"
     assert "elasticPolicy" not in job["spec"]
     container = trainer_container(docs)
-    assert container["command"] == ["torchrun", "--module", "trainer"]
+    assert container["command"] == ["python", "-m", "trainer.torchrun", "--module", "trainer"]
     assert flag(container["args"], "--backend") == "gloo"
 
 
@@ -694,14 +694,6 @@ def test_notes_do_not_offer_to_delete_an_existing_claim_or_spread_a_lone_master(
     text = notes(helm, "--set", "persistence.existingClaim=tutorial", "--set", "workers=0")
     assert "kubectl delete pvc" not in text, "the chart did not create the user's claim"
     assert "run on one node" not in text
-
-
-def test_notes_warn_that_exit_code_never_retries_a_torchrun_pod(helm):
-    """torchrun exits 1 for any failed worker, which restartPolicy ExitCode treats as permanent."""
-    warning = "Set restartPolicy=OnFailure to retry"
-    assert warning in notes(helm, "--set", "torchrun.enabled=true", "--set", "restartPolicy=ExitCode")
-    assert warning not in notes(helm, "--set", "restartPolicy=ExitCode")
-    assert warning not in notes(helm, "--set", "torchrun.enabled=true")
 
 
 def test_notes_warn_that_exit_code_recreations_are_unbounded_without_a_deadline(helm):

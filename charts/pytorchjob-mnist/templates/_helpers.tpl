@@ -260,7 +260,8 @@ spec:
       command:
         {{- toYaml .Values.command | nindent 8 }}
       {{- else if .Values.torchrun.enabled }}
-      command: ["torchrun", "--module", "trainer"]
+      {{- /* torchrun that exits with its failed worker's code, not always 1, for restartPolicy ExitCode. */}}
+      command: ["python", "-m", "trainer.torchrun", "--module", "trainer"]
       {{- end }}
       args:
         {{- if .Values.args }}
