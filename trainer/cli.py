@@ -151,8 +151,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         try:
             ensure_writable_dir(Path.cwd(), "--save-model")
         except NotWritableError as error:
+            reason = error.__cause__.strerror or error.__cause__
             parser.error(f"--save-model writes {MODEL_FILE} to the current directory, {Path.cwd()}, which is not "
-                         f"writable ({error.__cause__.strerror or error.__cause__}). Pass --output-dir with a writable directory.")
+                         f"writable ({reason}). Pass --output-dir with a writable directory.")
     return args
 
 
