@@ -211,6 +211,22 @@ def test_ddp_job_with_the_operator_env_contract(image: str, tmp_path: Path):
     assert metrics["accuracy"] > 0.5, "5 epochs on digits learn something; chance is 0.1"
 
 
+def test_the_charts_torchrun_launcher_runs_in_the_image(image: str):
+    """torchrun.enabled's command (`python -m trainer.torchrun --module trainer`), as the chart runs the
+    container: two processes train, and a worker's own exit code (2, a bad flag) is the container's."""
+    def torchrun(*trainer_args: str) -> subprocess.CompletedProcess:
+        return podman("run", "--rm", "--user", "1000:1000", "--read-only", "--tmpfs", "/tmp",
+                      "--tmpfs", f"{CACHE_DIR}:rw,mode=1777", "--entrypoint", "python", image,
+                      "-m", "trainer.torchrun", "--standalone", "--nproc-per-node", "2", "--module", "trainer",
+                      *trainer_args, check=False)
+
+    trained = torchrun("--dataset", "digits", "--epochs", "1", "--threads", "1", "--dir", "")
+    assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
+    assert "World Size: 2. Rank: 0." in trained.stdout
+    refused = torchrun("--epochs", "-1")
+    assert refused.returncode == 2, refused.stdout[-3000:] + refused.stderr[-3000:]
+
+
 def test_cuda_image_has_the_cuda_torch_build(cuda_image: str):
     probe = podman("run", "--rm", "--entrypoint", "python", cuda_image, "-c",
                    "import torch, torch.distributed as dist, torchvision, trainer; "
