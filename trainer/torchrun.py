@@ -1,15 +1,19 @@
-"""`python -m trainer.torchrun`: torchrun (same arguments), exiting with its failed worker's code.
+"""`python -m trainer.torchrun`: torchrun (same arguments), exiting with the trainer's exit codes.
 
-torchrun itself exits with 1 whenever a worker fails, so under restartPolicy ExitCode a pod could not
-tell a lost peer (the trainer's retryable 128) or an OOM kill (137) from bad settings (1), and every
+torchrun itself exits with 1 whenever a worker fails, is signalled or misses its peers, so under
+restartPolicy ExitCode a pod could not tell a lost peer or an OOM kill from bad settings (1), and every
 failure ended the job without a retry.
 """
 from __future__ import annotations
 
 import sys
+import traceback
 
+from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.run import main as torchrun
+
+from trainer.cli import EXIT_RETRYABLE
 
 
 def worker_exit_code(error: ChildFailedError) -> int:
@@ -18,13 +22,20 @@ def worker_exit_code(error: ChildFailedError) -> int:
     return 128 - failure.exitcode if failure.exitcode < 0 else failure.exitcode
 
 
-def main() -> None:
+def main() -> int:
     try:
         torchrun()
     except ChildFailedError as error:
         print(error, file=sys.stderr, flush=True)  # torchrun's summary: the failed ranks and their codes
-        sys.exit(worker_exit_code(error))
+        return worker_exit_code(error)
+    except SignalException as error:  # the pod is being stopped (eviction, deletion)
+        print(error, file=sys.stderr, flush=True)
+        return 128 + error.sigval
+    except Exception:  # e.g. a rendezvous timeout: a peer pod was lost or is late, which a retry may fix
+        traceback.print_exc()
+        return EXIT_RETRYABLE
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

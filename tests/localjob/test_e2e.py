@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.helm import REPO
+from tests.support.procs import torchrun_workers
 
 pytestmark = pytest.mark.slow
 
@@ -120,13 +121,6 @@ def test_master_killed_once_is_restarted_and_resumes(tmp_path, policy):
     assert metrics["epochs"] == 4
 
 
-def trainer_children(pid: int) -> list[int]:
-    """The trainer processes torchrun (pid) has started."""
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [int(child) for child in children
-            if b"trainer" in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")]
-
-
 def test_elastic_worker_group_restarted_by_torchrun_resumes(tmp_path):
     """A trainer process SIGKILLed under elastic torchrun: its agent restarts the worker group in
     the same pods (no pod restart), which joins a new rendezvous round and resumes."""
@@ -137,7 +131,7 @@ def test_elastic_worker_group_restarted_by_torchrun_resumes(tmp_path):
         assert runner.poll() is None, f"the job ended before its first checkpoint:\n{finish(runner)}"
         time.sleep(0.05)
     torchrun = int((tmp_path / "mnist/pods/mnist-worker-0/pid").read_text())
-    (trainer,) = trainer_children(torchrun)
+    (trainer,) = torchrun_workers(torchrun)
     os.kill(trainer, signal.SIGKILL)
     output = finish(runner)
     assert runner.returncode == 0, output

@@ -51,3 +51,10 @@ def start_pods(args: list[str], cwd: Path, world_size: int, port: int) -> list[s
 
 def wait_all(procs: list[subprocess.Popen], timeout: float = 300) -> list[int]:
     return [p.wait(timeout=timeout) for p in procs]
+
+
+def torchrun_workers(launcher_pid: int) -> list[int]:
+    """The trainer processes a torchrun launcher has started (its children running `-m trainer`)."""
+    children = Path(f"/proc/{launcher_pid}/task/{launcher_pid}/children").read_text().split()
+    return [int(child) for child in children
+            if b"trainer" in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")]

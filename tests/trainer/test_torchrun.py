@@ -1,5 +1,5 @@
-"""`python -m trainer.torchrun`, the chart's launcher with torchrun: a failed worker's exit code, not
-torchrun's 1, so restartPolicy ExitCode tells a retryable failure from a permanent one."""
+"""`python -m trainer.torchrun`, the chart's launcher with torchrun: the trainer's exit codes, not
+torchrun's 1 for everything, so restartPolicy ExitCode tells a retryable failure from a permanent one."""
 from __future__ import annotations
 
 import os
@@ -9,21 +9,31 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.procs import trainer_env
+from tests.support.procs import free_port, torchrun_workers, trainer_env
 
 ONE_WORKER = ["--standalone", "--nproc-per-node", "1", "--max-restarts", "0", "--module", "trainer"]
+LONG_RUN = ["--dataset", "synthetic", "--epochs", "100", "--threads", "1", "--dir", "", "--log-interval", "1"]
 
 
-def launch(launcher: str, trainer_args: list[str], cwd: Path) -> subprocess.Popen:
-    log = open(cwd / f"{launcher}.log", "w")
-    with log:
-        return subprocess.Popen([sys.executable, "-m", launcher, *ONE_WORKER, *trainer_args], cwd=cwd,
+def launch(launcher: str, args: list[str], cwd: Path) -> subprocess.Popen:
+    with open(cwd / f"{launcher}.log", "w") as log:
+        return subprocess.Popen([sys.executable, "-m", launcher, *args], cwd=cwd,
                                 env=trainer_env(PYTHONUNBUFFERED="1"), stdout=log, stderr=subprocess.STDOUT)
+
+
+def training(launcher: subprocess.Popen, log: Path) -> int:
+    """The pid of the launcher's worker, once it has trained a step."""
+    deadline = time.monotonic() + 120
+    while "Train Epoch" not in log.read_text():
+        assert time.monotonic() < deadline and launcher.poll() is None, log.read_text()
+        time.sleep(0.1)
+    (worker,) = torchrun_workers(launcher.pid)
+    return worker
 
 
 def test_a_permanent_error_keeps_the_trainers_exit_code(tmp_path):
     """Invalid flags exit 2 (fail the job under ExitCode); torchrun itself would say 1."""
-    codes = {launcher: launch(launcher, ["--epochs", "-1"], tmp_path).wait(timeout=120)
+    codes = {launcher: launch(launcher, [*ONE_WORKER, "--epochs", "-1"], tmp_path).wait(timeout=120)
              for launcher in ("trainer.torchrun", "torch.distributed.run")}
     log = (tmp_path / "trainer.torchrun.log").read_text()
     assert codes == {"trainer.torchrun": 2, "torch.distributed.run": 1}, log
@@ -33,15 +43,29 @@ def test_a_permanent_error_keeps_the_trainers_exit_code(tmp_path):
 
 def test_a_worker_killed_by_a_signal_exits_128_plus_the_signal(tmp_path):
     """A SIGKILLed worker (an OOM kill) exits 137, which restartPolicy ExitCode retries."""
-    launcher = launch("trainer.torchrun", ["--dataset", "synthetic", "--epochs", "100", "--threads", "1",
-                                           "--dir", "", "--log-interval", "1"], tmp_path)
-    children = Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children")
-    deadline = time.monotonic() + 120
-    while "Train Epoch" not in (tmp_path / "trainer.torchrun.log").read_text():
-        assert time.monotonic() < deadline and launcher.poll() is None, (tmp_path / "trainer.torchrun.log").read_text()
-        time.sleep(0.1)
-    (worker,) = (int(pid) for pid in children.read_text().split()
-                 if b"trainer" in Path(f"/proc/{pid}/cmdline").read_bytes())
-    os.kill(worker, signal.SIGKILL)
-    assert launcher.wait(timeout=60) == 128 + signal.SIGKILL, (tmp_path / "trainer.torchrun.log").read_text()
-    assert "Signal 9 (SIGKILL)" in (tmp_path / "trainer.torchrun.log").read_text()
+    log = tmp_path / "trainer.torchrun.log"
+    launcher = launch("trainer.torchrun", [*ONE_WORKER, *LONG_RUN], tmp_path)
+    os.kill(training(launcher, log), signal.SIGKILL)
+    assert launcher.wait(timeout=60) == 128 + signal.SIGKILL, log.read_text()
+    assert "Signal 9 (SIGKILL)" in log.read_text()
+
+
+def test_a_stopped_pod_exits_128_plus_the_signal(tmp_path):
+    """SIGTERM to the launcher (the kubelet stopping the pod) stops the workers and exits 143, as the
+    trainer alone does; torchrun itself exits 1."""
+    log = tmp_path / "trainer.torchrun.log"
+    launcher = launch("trainer.torchrun", [*ONE_WORKER, *LONG_RUN], tmp_path)
+    worker = training(launcher, log)
+    launcher.send_signal(signal.SIGTERM)
+    assert launcher.wait(timeout=60) == 128 + signal.SIGTERM, log.read_text()
+    assert not Path(f"/proc/{worker}").exists(), "the worker was stopped with the launcher"
+
+
+def test_a_peer_that_never_joins_is_retryable(tmp_path):
+    """A rendezvous timeout (a lost or late pod) exits with the trainer's retryable 128, not 1."""
+    alone = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+             "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-conf", "join_timeout=3", "--module", "trainer"]
+    code = launch("trainer.torchrun", alone, tmp_path).wait(timeout=120)
+    log = (tmp_path / "trainer.torchrun.log").read_text()
+    assert code == 128, log
+    assert "RendezvousTimeoutError" in log
