@@ -207,12 +207,13 @@ run_helm_test() {
 }
 
 step "kind cluster $cluster"
-kind create cluster --name "$cluster" --config "$repo/ci/kind/cluster.yaml" --wait 180s \
-  ${KIND_NODE_IMAGE:+--image "$KIND_NODE_IMAGE"}
+# Before the create, which takes minutes: a signal then must still delete what it made. On a signal,
+# exit with its status so that finish prints the diagnostics (and deletes the cluster).
 trap finish EXIT
-# On a signal, exit with its status so that finish prints the diagnostics (and still deletes the cluster).
 trap 'exit 143' TERM
 trap 'exit 130' INT
+kind create cluster --name "$cluster" --config "$repo/ci/kind/cluster.yaml" --wait 180s \
+  ${KIND_NODE_IMAGE:+--image "$KIND_NODE_IMAGE"}
 # Image archives for `kind load image-archive`; finish removes them.
 archives=$(mktemp -d)
 
