@@ -149,11 +149,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                 parser.error(str(error))
     if args.save_model and not args.output_dir:
         try:
-            ensure_writable_dir(Path.cwd(), "--save-model")
+            ensure_writable_dir(Path.cwd(), f"--save-model writes {MODEL_FILE} to the current directory, but",
+                                fix="Pass --output-dir with a writable directory.")
         except NotWritableError as error:
-            reason = error.__cause__.strerror or error.__cause__
-            parser.error(f"--save-model writes {MODEL_FILE} to the current directory, {Path.cwd()}, which is not "
-                         f"writable ({reason}). Pass --output-dir with a writable directory.")
+            parser.error(str(error))
     return args
 
 

@@ -70,7 +70,7 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def ensure_writable_dir(path: str | Path, flag: str) -> Path:
+def ensure_writable_dir(path: str | Path, flag: str, fix: str = "") -> Path:
     """Create `path` and prove it is writable, so a bad mount fails before training starts."""
     path = Path(path)
     try:
@@ -78,10 +78,8 @@ def ensure_writable_dir(path: str | Path, flag: str) -> Path:
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as error:
-        raise NotWritableError(
-            f"{flag} {path} is not writable ({error.strerror or error}). Point {flag} at a "
-            "writable directory, e.g. a mounted volume."
-        ) from error
+        fix = fix or f"Point {flag} at a writable directory, e.g. a mounted volume."
+        raise NotWritableError(f"{flag} {path} is not writable ({error.strerror or error}). {fix}") from error
     return path
 
 

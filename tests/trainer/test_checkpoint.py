@@ -1,8 +1,7 @@
 import os
 import stat
-from dataclasses import asdict
-
 import zipfile
+from dataclasses import asdict
 
 import pytest
 import torch

@@ -66,7 +66,7 @@ def test_save_model_into_an_unwritable_current_directory_fails_before_training(t
         parse_args(["--save-model", "--dir", ""])
     assert exit_info.value.code == 2
     message = capsys.readouterr().err
-    assert "--save-model writes mnist_cnn.pt to the current directory, /sys, which is not writable (" in message
+    assert "--save-model writes mnist_cnn.pt to the current directory, but /sys is not writable (" in message
     assert "). Pass --output-dir with a writable directory." in message
     assert parse_args(["--save-model", "--dir", "", "--output-dir", str(tmp_path / "out")]).output_dir
 
