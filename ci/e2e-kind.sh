@@ -138,6 +138,11 @@ job_field() {
   kubectl get pytorchjob "$1" -n "$workload_namespace" -o jsonpath="$2"
 }
 
+# job_pods JOB KUBECTL_ARGS...: `kubectl get` the pods of the PyTorchJob JOB.
+job_pods() {
+  kubectl get pods -n "$workload_namespace" -l "training.kubeflow.org/job-name=$1" "${@:2}"
+}
+
 # Pod states a retry never leaves (unlike ErrImagePull, which a registry's rate limit can cause, and
 # CreateContainerError, which the kubelet retries and a busy node often causes: both run to the timeout).
 unstartable='ErrImageNeverPull|InvalidImageName|CreateContainerConfigError'
@@ -152,7 +157,7 @@ wait_for_job() {
       echo "PyTorchJob $1 failed" >&2
       return 1
     fi
-    stuck=$(kubectl get pods -n "$workload_namespace" -l "training.kubeflow.org/job-name=$1" -o jsonpath="$waiting_reasons")
+    stuck=$(job_pods "$1" -o jsonpath="$waiting_reasons")
     if grep -E "$unstartable" <<<"$stuck" >&2; then
       echo "pods of PyTorchJob $1 cannot start" >&2
       return 1
@@ -178,7 +183,7 @@ check_rank0_log() {
   if [[ "$nproc" =~ ^[0-9]+$ ]]; then world=$((world * nproc)); fi
   pods="pod/$1-master-0"
   if [[ -n "$(job_field "$1" '{.spec.elasticPolicy}')" ]]; then
-    pods=$(kubectl get pods -n "$workload_namespace" -l "training.kubeflow.org/job-name=$1" -o name)
+    pods=$(job_pods "$1" -o name)
   fi
   for pod in $pods; do
     log+=$(kubectl logs "$pod" -n "$workload_namespace" -c pytorch)$'\n'
@@ -195,7 +200,7 @@ run_job() {
   helm install "$release" "$workload_chart" -n "$workload_namespace" "$@" "${local_image[@]}"
   wait_for_job "$release"
   check_rank0_log "$release"
-  kubectl get pods -n "$workload_namespace" -l "training.kubeflow.org/job-name=$release" -o wide
+  job_pods "$release" -o wide
 }
 
 # run_helm_test RELEASE: the chart's test pod checks the model and metrics on the volume.
@@ -278,8 +283,7 @@ run_helm_test "$workload_release"
 
 step "a job across two nodes (no volume, so no single-node affinity)"
 run_job "$two_nodes_release" -f "$workload_values" -f "$two_nodes_values"
-nodes=$(kubectl get pods -n "$workload_namespace" -l "training.kubeflow.org/job-name=$two_nodes_release" \
-  -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u | wc -l)
+nodes=$(job_pods "$two_nodes_release" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u | wc -l)
 ((nodes == 2)) || { echo "the pods of $two_nodes_release ran on $nodes node(s), not 2" >&2; exit 1; }
 
 step "an elastic torchrun job (c10d rendezvous, 1 Master + 2 Workers)"

@@ -139,20 +139,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.nesterov and args.momentum == 0:
         parser.error("--nesterov needs --momentum > 0")
-    for dest, flag in (("output_dir", "--output-dir"), ("checkpoint_dir", "--checkpoint-dir"),
-                       ("log_dir", "--dir/--log-dir")):
-        path = getattr(args, dest)
+    # (directory, what names it, the fix; "" for the default one)
+    outputs = [(args.output_dir, "--output-dir", ""), (args.checkpoint_dir, "--checkpoint-dir", ""),
+               (args.log_dir, "--dir/--log-dir", "")]
+    if args.save_model and not args.output_dir:
+        outputs.append((Path.cwd(), f"--save-model writes {MODEL_FILE} to the current directory, but",
+                        "Pass --output-dir with a writable directory."))
+    for path, flag, fix in outputs:
         if path:
             try:
-                ensure_writable_dir(path, flag)
+                ensure_writable_dir(path, flag, fix)
             except NotWritableError as error:
                 parser.error(str(error))
-    if args.save_model and not args.output_dir:
-        try:
-            ensure_writable_dir(Path.cwd(), f"--save-model writes {MODEL_FILE} to the current directory, but",
-                                fix="Pass --output-dir with a writable directory.")
-        except NotWritableError as error:
-            parser.error(str(error))
     return args
 
 

@@ -213,10 +213,9 @@ class Trainer:
         self.reporter.resume_after(progress.step)
         if progress.epoch > self.config.epochs:
             last = progress.history[-1]
-            if self.config.lr_schedule == "constant":
+            if "epochs" not in current:  # a resume may extend the run (see settings())
                 more = "raise --epochs (chart value training.epochs) to train on."
             else:
-                # Its length is one of the settings a resume must match (see settings()).
                 more = (f"its {self.config.lr_schedule} schedule spans exactly these epochs, so to train longer "
                         "start a new run in another --checkpoint-dir.")
             self.reporter.info(

@@ -242,6 +242,7 @@ def plan_pods(job: dict, run_dir: Path, namespace: str = "default",
     specs = op.replica_specs(job)
     all_pods = op.pods(job)
     names = [op.pod_name(job, t, i) for t, i in all_pods]
+    pod_names = set(names)
     containers = [pytorch_container(specs[t]["template"]["spec"], name) for (t, _), name in zip(all_pods, names)]
     gpus = gpu_slices([requested_gpus(c) for c in containers], host_env)
     shares = cpu_shares(len(all_pods), sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") \
@@ -252,7 +253,7 @@ def plan_pods(job: dict, run_dir: Path, namespace: str = "default",
         mounts = volume_mounts(pod_spec, container, name, run_dir)
         own = container_env(container, name, namespace)
         # The operator appends its variables to the container's env: they come after its own in expansion too.
-        pod_env = expand_env(own + localize_hosts(op.operator_env(job, replica_type, index), set(names)))
+        pod_env = expand_env(own + localize_hosts(op.operator_env(job, replica_type, index), pod_names))
         own, injected = pod_env[:len(own)], pod_env[len(own):]
         argv = pod_argv(container, dict(pod_env), mounts, name)
         env = {**base_env, "CUDA_VISIBLE_DEVICES": devices}

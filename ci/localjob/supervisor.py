@@ -219,18 +219,21 @@ class JobRunner:
             time.sleep(POLL_SECONDS)
         if self._hurried_by:
             self.say(f"{self._hurried_by} while stopping: killing the replicas now")
+        self._reap(*live)
         for replica in live:
-            self._reap(replica)
             replica.phase = "Stopped"
 
-    def _reap(self, replica: _Replica) -> None:
-        """Wait for the process and its output, and kill what is left of its process group and its orphans."""
-        _signal_group(replica.process.pid, signal.SIGKILL)
-        replica.process.wait()
-        self._kill_orphans()  # before waiting for the output: they hold the replica's stdout open
-        if replica.pump:  # none when interrupted right after the start
-            replica.pump.join(timeout=5)
-        (pod_dir(self.run_dir, replica.pod.name) / "pid").unlink(missing_ok=True)
+    def _reap(self, *replicas: _Replica) -> None:
+        """Wait for the processes and their output, and kill what is left of their process groups and
+        their orphans (one /proc sweep finds the orphans of all of them)."""
+        for replica in replicas:
+            _signal_group(replica.process.pid, signal.SIGKILL)
+            replica.process.wait()
+        self._kill_orphans()  # before waiting for the output: they hold the replicas' stdout open
+        for replica in replicas:
+            if replica.pump:  # none when interrupted right after the start
+                replica.pump.join(timeout=5)
+            (pod_dir(self.run_dir, replica.pod.name) / "pid").unlink(missing_ok=True)
 
     def _kill_orphans(self) -> None:
         """SIGKILL and reap every child that is no live replica: through the subreaper, what a replica's

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -44,9 +45,10 @@ def render(helm: Helm, values_file=None, **set_values) -> list[dict]:
     return json.loads(json.dumps(_render(helm, values_file, frozen)))
 
 
-def template_error(helm: Helm, **set_values) -> str:
-    result = helm.template(CHART, set_values=set_values, release=RELEASE, namespace=NAMESPACE)
-    assert result.returncode != 0, f"{helm.name} accepted {set_values}"
+def template_error(helm: Helm, values_file: Path | None = None, **set_values) -> str:
+    result = helm.template(CHART, set_values=set_values, values_files=(values_file,) if values_file else (),
+                           release=RELEASE, namespace=NAMESPACE)
+    assert result.returncode != 0, f"{helm.name} accepted {values_file or set_values}"
     return result.stderr
 
 
@@ -331,8 +333,7 @@ def test_fractional_qps_from_a_values_file_is_refused(helm, tmp_path):
     # The operator's --kube-api-qps is an int flag: 2.5 would crash-loop it (--set would pass a string).
     values = tmp_path / "values.yaml"
     values.write_text("kubeAPI:\n  qps: 2.5\n")
-    result = helm.template(CHART, values_files=(values,), release=RELEASE, namespace=NAMESPACE)
-    assert result.returncode != 0 and "qps" in result.stderr, result.stderr
+    assert "qps" in template_error(helm, values_file=values)
 
 
 def test_init_container_user_can_be_left_to_the_platform(helm):

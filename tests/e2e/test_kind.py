@@ -136,11 +136,13 @@ def test_the_webhook_names_the_e2e_expects_are_rendered(helm):
     assert webhook_configuration["webhooks"][0]["failurePolicy"] == "Fail"
 
 
-def test_the_job_is_named_after_the_release(helm):
+@pytest.mark.parametrize("release_setting, values_setting", [("workload_release", "workload_values"),
+                                                            ("elastic_release", "elastic_values")])
+def test_the_job_is_named_after_the_release(helm, release_setting, values_setting):
     """The script waits on pytorchjob/<release> and checks for the <release>-storage claim."""
-    docs = helm.render(REPO / "charts" / "pytorchjob-mnist", release=script_setting("workload_release"),
-                       namespace=script_setting("workload_namespace"), values_files=(script_setting("workload_values"),))
-    release = script_setting("workload_release")
+    release = script_setting(release_setting)
+    docs = helm.render(REPO / "charts" / "pytorchjob-mnist", release=release,
+                       namespace=script_setting("workload_namespace"), values_files=(script_setting(values_setting),))
     assert [d["metadata"]["name"] for d in by_kind(docs, "PyTorchJob")] == [release]
     claims = by_kind(docs, "PersistentVolumeClaim")
     assert [c["metadata"]["name"] for c in claims] == [f"{release}-storage"]
@@ -166,21 +168,17 @@ def test_the_two_node_job_must_spread_its_pods_and_leaves_nothing(helm):
     assert f'uninstall_leaving_only "$two_nodes_release" "$workload_namespace" "training.kubeflow.org/job-name=$two_nodes_release" ""' in SCRIPT_TEXT
 
 
-def test_the_elastic_job_keeps_its_claim_and_is_searched_for_rank_0(helm):
+def test_the_elastic_job_is_searched_for_rank_0_and_keeps_its_claim(helm):
     """The third job: elastic torchrun over 3 pods (WORLD_SIZE 3), whose rank 0 may be in any pod, so
-    check_rank0_log reads every pod's log when the job has an elasticPolicy; its claim is kept."""
-    release = script_setting("elastic_release")
-    docs = helm.render(REPO / "charts" / "pytorchjob-mnist", release=release,
+    check_rank0_log reads every pod's log when the job has an elasticPolicy; its claim (named and kept as
+    test_the_job_is_named_after_the_release checks) is expected after the uninstall."""
+    docs = helm.render(REPO / "charts" / "pytorchjob-mnist", release=script_setting("elastic_release"),
                        namespace=script_setting("workload_namespace"), values_files=(script_setting("elastic_values"),))
     [job] = by_kind(docs, "PyTorchJob")
-    assert job["metadata"]["name"] == release
     assert job["spec"]["elasticPolicy"] and job["spec"]["nprocPerNode"] == "1"
     replicas = job["spec"]["pytorchReplicaSpecs"]
     assert (replicas["Master"]["replicas"], replicas["Worker"]["replicas"]) == (1, 2)
     assert "if [[ -n \"$(job_field \"$1\" '{.spec.elasticPolicy}')\" ]]; then" in SCRIPT_TEXT
-    [claim] = by_kind(docs, "PersistentVolumeClaim")
-    assert claim["metadata"]["name"] == f"{release}-storage"
-    assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     assert '"persistentvolumeclaim/$elastic_release-storage"' in SCRIPT_TEXT
 
 

@@ -10,12 +10,7 @@ import pytest
 from ci.localjob.cli import busy_ports, main
 from ci.localjob.pods import REPO
 from ci.localjob.render import find_helm
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from tests.support.procs import free_port
 
 
 class NothingRuns:

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.helm import REPO
-from tests.support.procs import torchrun_workers
+from tests.support.procs import free_port, torchrun_workers
 
 pytestmark = pytest.mark.slow
 
@@ -26,12 +25,6 @@ RUN_SUBDIR = Path("volumes/mnist-storage/runs/default/mnist")
 KATIB_LINE = re.compile(r"^epoch=\d+ accuracy=\d\.\d{4} val_loss=\d+\.\d{4}$", re.MULTILINE)
 SMALL_DATA = {"training.dataset": "digits", "training.checkpointEvery": 5}
 UNDISTURBED = {**SMALL_DATA, "training.epochs": 5}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def start_runner(run_dir: Path, *args: str) -> subprocess.Popen:

@@ -8,6 +8,7 @@ Included once, from pytorchjob.yaml.
 {{- $gpu := int .Values.gpu }}
 {{- $backend := include "pytorchjob-mnist.backend" . }}
 {{- $nproc := include "pytorchjob-mnist.nprocPerNode" . }}
+{{- $nprocIsNumber := regexMatch "^[0-9]+$" $nproc }}
 {{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) }}
 {{- fail (printf "job name %q (the release name, or fullnameOverride) is not a DNS-1035 label: use lowercase letters, digits and '-', starting with a letter and ending with a letter or digit; set fullnameOverride to such a name" $name) }}
 {{- end }}
@@ -32,7 +33,7 @@ Included once, from pytorchjob.yaml.
 {{- if gt $gpu 1 }}
 {{- fail (printf "gpu: %d without torchrun would use only one GPU per replica; set torchrun.enabled=true (one process per GPU), or gpu to 1" $gpu) }}
 {{- end }}
-{{- if and (regexMatch "^[0-9]+$" $nproc) (gt (atoi $nproc) 1) }}
+{{- if and $nprocIsNumber (gt (atoi $nproc) 1) }}
 {{- fail (printf "nprocPerNode: %s without torchrun breaks WORLD_SIZE (the operator multiplies by it but starts one process per pod); set torchrun.enabled=true, or nprocPerNode to 1" $nproc) }}
 {{- end }}
 {{- if .Values.elasticPolicy.enabled }}
@@ -41,14 +42,13 @@ Included once, from pytorchjob.yaml.
 {{- end }}
 {{- /* The trainer gives each process of a pod the GPU numbered by its LOCAL_RANK, whatever the backend. */}}
 {{- if gt $gpu 0 }}
-{{- if and (regexMatch "^[0-9]+$" $nproc) (gt (atoi $nproc) $gpu) }}
+{{- if and $nprocIsNumber (gt (atoi $nproc) $gpu) }}
 {{- fail (printf "nprocPerNode: %s is more than gpu: %d, but every process of a GPU replica takes a GPU of its own; set nprocPerNode to at most %d (or leave it empty: one per GPU)" $nproc $gpu $gpu) }}
 {{- end }}
 {{- if eq $nproc "cpu" }}
 {{- fail (printf "nprocPerNode: cpu starts a process per CPU core, but with gpu: %d every process takes a GPU of its own; leave nprocPerNode empty (one per GPU), or set gpu: 0 to train on CPUs" $gpu) }}
 {{- end }}
-{{- end }}
-{{- if and (eq $gpu 0) (not (regexMatch "^[0-9]+$" $nproc)) }}
+{{- else if not $nprocIsNumber }}
 {{- if eq $nproc "gpu" }}
 {{- fail "nprocPerNode: gpu counts the pod's GPUs, but gpu is 0, so torchrun stops with \"Cuda is not available\"; set nprocPerNode to a number of processes per pod (e.g. 2), or gpu to the GPUs per replica" }}
 {{- else }}
