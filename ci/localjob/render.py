@@ -16,8 +16,8 @@ class RenderError(RuntimeError):
 
 
 def find_helm(explicit: str | None = None) -> str:
-    """--helm, else $HELM (a path or a command on PATH), else the pinned Helm 4 or 3 from
-    `make tools`, else `helm` on PATH."""
+    """--helm, else $HELM (a path or a command on PATH), else the Helm `make tools` linked into
+    $TOOLS_BIN (the pinned 4 or 3, else the one it found on PATH), else `helm` on PATH."""
     for given, named in ((explicit, "--helm {}"), (os.environ.get("HELM"), "HELM={}")):
         if given:
             found = shutil.which(given)
@@ -25,7 +25,8 @@ def find_helm(explicit: str | None = None) -> str:
                 raise RenderError(f"{named.format(given)}: neither a path nor a command on PATH; name an installed "
                                   "Helm, or leave it out to use the one `make tools` installs")
             return found
-    for candidate in (REPO / ".tools" / "bin" / name for name in ("helm4", "helm3")):
+    tools_bin = Path(os.environ.get("TOOLS_BIN") or REPO / ".tools" / "bin")
+    for candidate in (tools_bin / name for name in ("helm4", "helm3", "helm")):
         if candidate.exists():
             return str(candidate)
     found = shutil.which("helm")

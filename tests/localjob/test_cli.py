@@ -127,3 +127,14 @@ def test_a_helm_may_be_named_as_a_command_on_path(tmp_path, monkeypatch):
     assert find_helm("helm3") == str(helm)
     monkeypatch.setenv("HELM", "helm3")
     assert find_helm() == str(helm)
+
+
+def test_the_helm_make_tools_links_is_found_in_tools_bin(tmp_path, monkeypatch):
+    """TOOLS_BIN, which the Makefile exports, moves the tools for `make run` as for the tests."""
+    monkeypatch.delenv("HELM", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("TOOLS_BIN", str(tmp_path))
+    helm = tmp_path / "helm"
+    helm.write_text("#!/bin/sh\n")
+    helm.chmod(0o755)
+    assert find_helm() == str(helm)
