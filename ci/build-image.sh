@@ -21,8 +21,9 @@ if [[ -z "${IMG:-}" ]]; then
 fi
 
 version="${VERSION:-$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/pyproject.toml")}"
-revision="${REVISION:-$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)}"
-# SOURCE_DATE_EPOCH (reproducible builds) wins over "now".
+# The commit built, with -dirty when tracked files differ from it (the image holds the edits).
+revision="${REVISION:-$(git -C "$repo" describe --always --abbrev=40 --dirty --exclude='*' 2>/dev/null || echo unknown)}"
+# The created label: SOURCE_DATE_EPOCH when set (a release pipeline's fixed date), else now.
 created="${CREATED:-$(date -u ${SOURCE_DATE_EPOCH:+-d "@$SOURCE_DATE_EPOCH"} +%Y-%m-%dT%H:%M:%SZ)}"
 
 # docker: `buildx build` runs on the builder `docker buildx use` selected; plain `docker build`
@@ -38,6 +39,11 @@ destination=""
 for arg in "$@"; do
   case "$arg" in --push|--load|-o|--output|--output=*|--manifest|--manifest=*) destination="$arg" ;; esac
 done
+if [[ "${build[0]}" == build && "$destination" == --push ]]; then
+  echo "--push is a docker buildx flag that \`$tool build\` does not take: build with" \
+    "IMAGE_BUILD_FLAGS='--manifest <name>', then \`$tool manifest push <name> <registry>/<image>:<tag>\`." >&2
+  exit 2
+fi
 if [[ "${PLATFORMS:-}" == *,* && -z "$destination" ]]; then
   echo "PLATFORMS=$PLATFORMS builds one image per platform, which the local tag $IMG cannot hold." >&2
   echo "Add IMAGE_BUILD_FLAGS=--push (docker) or IMAGE_BUILD_FLAGS='--manifest <name>' (podman, then" \

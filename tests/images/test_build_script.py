@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.dockerfile import source_revision
 from tests.support.helm import REPO
 
 BUILD_SCRIPT = REPO / "ci" / "build-image.sh"
@@ -34,9 +35,9 @@ def recording_podman(tmp_path: Path) -> tuple[Path, Path]:
     return make_recording_tool(tmp_path, "fake-podman")
 
 
-def build(tool: Path, *extra: str, **env: str) -> subprocess.CompletedProcess:
+def build(tool: Path, *extra: str, script: Path = BUILD_SCRIPT, **env: str) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if k not in {"VARIANT", "IMG", "PLATFORMS", "VERSION", "REVISION", "CREATED"}}
-    return subprocess.run([str(BUILD_SCRIPT), *extra], capture_output=True, text=True,
+    return subprocess.run([str(script), *extra], capture_output=True, text=True,
                           env={**clean, "CONTAINER_TOOL": str(tool), **env})
 
 
@@ -56,13 +57,43 @@ def test_passes_variant_labels_and_context(recording_tool):
     assert {"VARIANT=cuda", "BASE_IMAGE=debian:bookworm"} <= build_args
     # Labels, not build args: buildah's cache would keep a previous build's LABEL values.
     labels = dict(b.split("=", 1) for a, b in pairs if a == "--label")
-    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
     assert labels == {
         "org.opencontainers.image.version": PYPROJECT_VERSION,
-        "org.opencontainers.image.revision": head.stdout.strip() if head.returncode == 0 else "unknown",
+        "org.opencontainers.image.revision": source_revision(),
         "org.opencontainers.image.created": "2023-11-14T22:13:20Z",
     }
     assert "--platform" not in args, "no PLATFORMS: build for the host"
+
+
+def test_the_revision_label_marks_uncommitted_edits(tmp_path, recording_tool):
+    tool, record = recording_tool
+    repo = tmp_path / "repo"
+    (repo / "ci").mkdir(parents=True)
+    script = repo / "ci" / BUILD_SCRIPT.name
+    script.write_bytes(BUILD_SCRIPT.read_bytes())
+    script.chmod(0o755)
+    (repo / "pyproject.toml").write_text('version = "1.2.3"\n')
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for command in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "c"]):
+        subprocess.run([*git, *command], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+
+    def revision_label() -> str:
+        assert build(tool, script=script, IMG="t:cpu").returncode == 0
+        args = record.read_text().splitlines()
+        return next(b.split("=", 1)[1] for a, b in zip(args, args[1:]) if b.startswith("org.opencontainers.image.revision="))
+
+    assert revision_label() == commit
+    (repo / "pyproject.toml").write_text('version = "1.2.4"\n')
+    assert revision_label() == commit + "-dirty"
+
+
+def test_podman_is_told_how_to_publish_instead_of_push(recording_podman):
+    """`--push` is buildx's; podman would fail on it after the whole build setup."""
+    tool, record = recording_podman
+    result = build(tool, "--push", IMG="t:cpu", PLATFORMS="linux/amd64,linux/arm64")
+    assert result.returncode == 2 and "--manifest <name>" in result.stderr
+    assert not record.exists(), "refused before building"
 
 
 def test_platforms(recording_tool):

@@ -34,6 +34,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+from tests.support.dockerfile import source_revision
 from tests.support.helm import REPO
 from trainer.benchmark import write_idx_dataset
 from trainer.data import load
@@ -147,10 +148,7 @@ def test_image_metadata(image: str):
     assert env["CUDA_CACHE_PATH"].startswith(CACHE_DIR + "/"), "CUDA's JIT cache, not the read-only $HOME/.nv"
     labels = config["Labels"]
     assert labels["org.opencontainers.image.version"] == PYPROJECT_VERSION
-    revision = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
-    # ci/build-image.sh labels "unknown" where git cannot tell.
-    expected_revision = revision.stdout.strip() if revision.returncode == 0 else "unknown"
-    assert labels["org.opencontainers.image.revision"] == expected_revision
+    assert labels["org.opencontainers.image.revision"] == source_revision()
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", labels["org.opencontainers.image.created"])
 
 

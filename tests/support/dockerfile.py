@@ -1,7 +1,10 @@
-"""docker/Dockerfile read as stages and instructions, for tests that check what it promises without a build."""
+"""docker/Dockerfile read as stages and instructions, for tests that check what it promises without a build,
+and the revision label ci/build-image.sh gives what it builds."""
 from __future__ import annotations
 
 import re
+import subprocess
+from pathlib import Path
 
 from tests.support.helm import REPO
 
@@ -43,3 +46,12 @@ def env(steps: list[tuple[str, str]]) -> dict[str, str]:
 def runtime_env() -> dict[str, str]:
     """The ENV of the last (runtime) stage."""
     return env(list(stages().values())[-1][1])
+
+
+def source_revision(repo: Path = REPO) -> str:
+    """The commit checked out, with -dirty when tracked files differ from it; "unknown" outside git."""
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        return "unknown"
+    changed = subprocess.run(["git", "-C", str(repo), "diff", "--quiet", "HEAD"]).returncode != 0
+    return head.stdout.strip() + ("-dirty" if changed else "")
