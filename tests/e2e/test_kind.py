@@ -207,6 +207,8 @@ def test_ci_workflow_runs_make_test_and_the_kind_e2e():
     assert workflow["jobs"]["test"]["env"]["E2E_KIND"] == "0"
     kind_steps = [s for s in workflow["jobs"]["e2e-kind"]["steps"] if s.get("uses", "").startswith("helm/kind-action@")]
     assert kind_steps and kind_steps[0]["with"]["install_only"] is True, "the script creates its own cluster"
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", kind_steps[0]["with"].get("version", "")), \
+        "kind's version pins the node image, i.e. the Kubernetes version under test"
 
 
 # What `kubectl get <resource>` in the script's leftovers() finds, per kind the charts render.
