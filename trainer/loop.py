@@ -187,8 +187,7 @@ class Trainer:
             raise IncompatibleCheckpoint(
                 f"{path} was written by a run with other settings: {', '.join(changed)}. A restarted "
                 "run resumes only with the same settings; to start a new run, point --checkpoint-dir "
-                "at another directory or delete the checkpoints there (with the pytorchjob-mnist chart: "
-                "another release name; `make run`: RUN_FLAGS=--fresh)."
+                "at another directory or delete the checkpoints there."
             )
         progress = Progress(**{key: state[key] for key in PROGRESS_KEYS})
         trained_into = progress.epoch if progress.consumed else progress.epoch - 1
@@ -196,7 +195,7 @@ class Trainer:
             raise IncompatibleCheckpoint(
                 f"{path} has trained into epoch {trained_into}, beyond --epochs {self.config.epochs}, "
                 f"so its weights are not epoch {self.config.epochs}'s. Pass --epochs {trained_into} or "
-                "more (chart value training.epochs) to continue that run, or point --checkpoint-dir at "
+                "more to continue that run, or point --checkpoint-dir at "
                 "another directory to start a new one."
             )
         self.net.load_state_dict(state["model"])
@@ -214,7 +213,7 @@ class Trainer:
         if progress.epoch > self.config.epochs:
             last = progress.history[-1]
             if "epochs" not in current:  # a resume may extend the run (see settings())
-                more = "raise --epochs (chart value training.epochs) to train on."
+                more = "raise --epochs to train on."
             else:
                 more = (f"its {self.config.lr_schedule} schedule spans exactly these epochs, so to train longer "
                         "start a new run in another --checkpoint-dir.")

@@ -4,7 +4,7 @@ each feature, each `fail` guard and each schema refusal on its own."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 import yaml
@@ -259,7 +259,7 @@ def test_positive_lr_strings_from_set_are_accepted(helm, lr):
 def test_checkpoint_every_zero_still_checkpoints_each_epoch(helm, tmp_path):
     args = trainer_container(render_with(helm, {"training": {"checkpointEvery": 0}}, tmp_path))["args"]
     assert flag(args, "--checkpoint-every") == "0"
-    assert flag(args, "--checkpoint-dir") == "/mnt/pytorchjob-mnist/runs/default/mnist/checkpoints"
+    assert flag(args, "--checkpoint-dir") == "/mnt/pytorchjob-mnist/runs/default/mnist/checkpoints/" + flag(args, "--run-id")
 
 
 def test_command_and_args_replace_the_generated_ones(rendered):
@@ -496,6 +496,12 @@ def test_tensorboard_is_refused_beside_gpus_on_a_single_node_volume(helm, tmp_pa
     error = template_error(helm, {"gpu": 1, "tensorboard": {"enabled": True}}, tmp_path)
     assert "tensorboard.enabled with gpu > 0 on a single-node volume" in error
     assert "ReadWriteMany" in error
+    host_path = {"gpu": 1, "tensorboard": {"enabled": True}, "persistence": {"hostPath": {"path": "/srv/mnist"}}}
+    error = template_error(helm, host_path, tmp_path)
+    assert "on a hostPath volume" in error and "Set persistence.hostPath.nodeName to a GPU node" in error
+    host_path["persistence"]["hostPath"]["nodeName"] = "gpu-node-1"
+    pinned = render_with(helm, host_path, tmp_path)
+    assert one(pinned, "Deployment"), "the volume's node affinity places TensorBoard with the GPU pods"
 
 
 def test_placement_labels_annotations_and_pull_settings(rendered):
@@ -579,13 +585,13 @@ def test_elastic_policy_renders_every_rendezvous_setting(rendered):
 
 # --- extras: TensorBoard, helm test --------------------------------------------------------------
 
-def test_tensorboard_reads_this_runs_log_dir_read_only(rendered):
+def test_tensorboard_reads_the_releases_runs_read_only(rendered):
     docs = rendered["tensorboard-digest-placement"]
     deployment = one(docs, "Deployment")
     service = one(docs, "Service")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    log_dir = flag(trainer_container(docs)["args"], "--log-dir")
-    assert f"--logdir={log_dir}" in container["command"]
+    log_dir = PurePosixPath(flag(trainer_container(docs)["args"], "--log-dir"))
+    assert f"--logdir={log_dir.parent}" in container["command"], "this run beside the release's others"
     assert {"name": "storage", "mountPath": "/mnt/pytorchjob-mnist", "readOnly": True} in container["volumeMounts"]
     selector = deployment["spec"]["selector"]["matchLabels"]
     assert service["spec"]["selector"] == selector
@@ -619,6 +625,18 @@ def test_run_id_changes_with_what_shapes_the_run_and_only_then(helm, tmp_path, d
     changed = [run_id(values) for values in ({"training": {"epochs": 2}}, {"workers": 2},
                                              {"image": {"tag": "0.2.0-cpu"}}, {"torchrun": {"enabled": True}})]
     assert default not in changed and len(set(changed)) == len(changed)
+
+
+def test_each_run_keeps_its_checkpoints_and_logs_apart(default_docs, rendered):
+    """Restarted pods resume their run; other values start their own instead of meeting checkpoints
+    they cannot resume (the trainer refuses those)."""
+    run_dir = "/mnt/pytorchjob-mnist/runs/default/mnist"
+    for docs in (default_docs, rendered["tensorboard-digest-placement"]):
+        args = trainer_container(docs)["args"]
+        run_id = flag(args, "--run-id")
+        assert flag(args, "--checkpoint-dir") == f"{run_dir}/checkpoints/{run_id}"
+        assert flag(args, "--log-dir") == f"{run_dir}/tensorboard/{run_id}"
+        assert flag(args, "--output-dir") == f"{run_dir}/model", "the newest finished run's model, at a fixed path"
 
 
 @pytest.mark.parametrize("values, world_size", [
@@ -666,6 +684,8 @@ def test_notes_tell_the_user_what_to_run(helm):
                     "kubectl delete pvc mnist-storage -n ml"):
         assert command in text, command
     assert "kubectl delete pv " not in text, "a new claim's volume is the provisioner's to delete"
+    run_id = flag(trainer_container(helm.render(CHART, release="mnist", namespace="ml"))["args"], "--run-id")
+    assert f"this run's checkpoints in /mnt/pytorchjob-mnist/runs/ml/mnist/checkpoints/{run_id}." in text
     assert "all 2 pods run on one node" in text and "ReadWriteMany" in text
 
 
@@ -711,6 +731,8 @@ GUARDS = {
     "cpu-image-with-gpu": ({"gpu": 1, "image": {"variant": "cpu"}}, "set image.variant to cuda"),
     "two-gpus-without-torchrun": ({"gpu": 2}, "set torchrun.enabled=true"),
     "nproc-without-torchrun": ({"nprocPerNode": "4"}, "nprocPerNode: 4 without torchrun breaks WORLD_SIZE"),
+    "torchrun-count-without-torchrun": ({"nprocPerNode": "auto"},
+                                        "nprocPerNode: auto is one of torchrun's counts, but without torchrun"),
     # gloo too: the trainer puts each process of a GPU pod on the GPU its LOCAL_RANK numbers.
     "more-processes-than-gpus-on-gloo": ({"gpu": 1, "backend": "gloo", "torchrun": {"enabled": True}, "nprocPerNode": "2"},
                                         "nprocPerNode: 2 is more than gpu: 1, but every process of a GPU replica takes a GPU"),
@@ -761,7 +783,9 @@ GUARDS = {
     "chart-owned-label": ({"labels": {"app.kubernetes.io/component": "ml"}},
                           'labels: "app.kubernetes.io/component" is one of the chart\'s own labels'),
     "queue-label-twice": ({"kueue": {"queueName": "q"}, "labels": {"kueue.x-k8s.io/queue-name": "other"}},
-                          'labels: "kueue.x-k8s.io/queue-name" is also set from kueue.queueName'),
+                          'labels: "kueue.x-k8s.io/queue-name" belongs in kueue.queueName'),
+    "queue-label-instead-of-kueue-value": ({"labels": {"kueue.x-k8s.io/queue-name": "team-a"}},
+                                           "move the queue name there"),
     "name-too-long": ({"fullnameOverride": "a" * 56, "workers": 10},
                       'its pod and Service name "' + "a" * 56 + '-worker-9" has 65 characters, the limit is 63; '
                       "set fullnameOverride to a name of at most 54 characters"),

@@ -78,7 +78,8 @@ def test_model_and_metrics_are_on_the_claim(undisturbed_run):
     assert metrics["world_size"] == 2 and metrics["dataset"] == "digits" and metrics["epochs"] == 5
     assert 0.0 <= metrics["accuracy"] <= 1.0
     assert (model_dir / "mnist_cnn.pt").stat().st_size > 0
-    assert sorted((run_dir / RUN_SUBDIR / "checkpoints").glob("checkpoint-*.pt")), "checkpoints on the claim"
+    assert sorted((run_dir / RUN_SUBDIR / "checkpoints" / metrics["run_id"]).glob("checkpoint-*.pt")), \
+        "the run's checkpoints on the claim, under its id"
 
 
 def test_the_helm_test_check_passes_on_the_result(undisturbed_run, helm):
@@ -100,7 +101,7 @@ def test_master_killed_once_is_restarted_and_resumes(tmp_path, policy):
     runner = start_runner(tmp_path, "--set", "training.epochs=4", "--set", f"restartPolicy={policy}")
     checkpoints = tmp_path / "mnist" / RUN_SUBDIR / "checkpoints"
     pid_file = tmp_path / "mnist/pods/mnist-master-0/pid"
-    while not list(checkpoints.glob("checkpoint-*.pt")):
+    while not list(checkpoints.glob("*/checkpoint-*.pt")):
         assert runner.poll() is None, f"the job ended before its first checkpoint:\n{finish(runner)}"
         time.sleep(0.05)
     os.kill(int(pid_file.read_text()), signal.SIGKILL)
@@ -120,7 +121,7 @@ def test_elastic_worker_group_restarted_by_torchrun_resumes(tmp_path):
     runner = start_runner(tmp_path, "--set", "training.epochs=4", "--set", "torchrun.enabled=true",
                           "--set", "elasticPolicy.enabled=true")
     checkpoints = tmp_path / "mnist" / RUN_SUBDIR / "checkpoints"
-    while not list(checkpoints.glob("checkpoint-*.pt")):
+    while not list(checkpoints.glob("*/checkpoint-*.pt")):
         assert runner.poll() is None, f"the job ended before its first checkpoint:\n{finish(runner)}"
         time.sleep(0.05)
     torchrun = int((tmp_path / "mnist/pods/mnist-worker-0/pid").read_text())

@@ -110,7 +110,7 @@ def test_resume_refuses_fewer_epochs_than_the_checkpoint_trained(tmp_path, epoch
     reader = Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(False, None), store)  # --epochs 1
     if refused:
         with pytest.raises(IncompatibleCheckpoint, match=f"trained into epoch {epoch - (consumed == 0)}, beyond "
-                                                         r"--epochs 1.* Pass --epochs \d+ or more \(chart value training.epochs\)"):
+                                                         r"--epochs 1.* Pass --epochs \d+ or more to continue that run"):
             reader.resume()
     else:
         reader.resume()
@@ -118,7 +118,7 @@ def test_resume_refuses_fewer_epochs_than_the_checkpoint_trained(tmp_path, epoch
 
 
 @pytest.mark.parametrize("schedule, advice", [
-    ("constant", "raise --epochs (chart value training.epochs) to train on"),
+    ("constant", "raise --epochs to train on."),
     # A onecycle checkpoint records --epochs, so a rerun with more is refused as another run.
     ("onecycle", "its onecycle schedule spans exactly these epochs, so to train longer start a new run in "
                  "another --checkpoint-dir"),

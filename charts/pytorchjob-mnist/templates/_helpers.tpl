@@ -160,8 +160,9 @@ affinity:
 {{- printf "%s/datasets" (trimSuffix "/" .Values.persistence.mountPath) }}
 {{- end }}
 
-{{/* The trainer flags generated from .Values.training (not --run-id or extraArgs), as JSON.
-Whole numbers go through int64: a values file's are floats, which toString writes as 1e+06. */}}
+{{/* The trainer flags generated from .Values.training, as JSON: all but the run's own directories,
+--run-id and extraArgs. Whole numbers go through int64: a values file's are floats, which toString
+writes as 1e+06. */}}
 {{- define "pytorchjob-mnist.trainingFlags" -}}
 {{- $t := .Values.training }}
 {{- $runDir := include "pytorchjob-mnist.runDir" . }}
@@ -179,8 +180,6 @@ Whole numbers go through int64: a values file's are floats, which toString write
   "--log-interval" (int64 $t.logInterval | toString)
   "--data-dir" (include "pytorchjob-mnist.dataDir" .)
   "--output-dir" (printf "%s/model" $runDir)
-  "--log-dir" (printf "%s/tensorboard" $runDir)
-  "--checkpoint-dir" (printf "%s/checkpoints" $runDir)
   "--checkpoint-every" (int64 $t.checkpointEvery | toString)
   "--keep-checkpoints" (int64 $t.keepCheckpoints | toString)) }}
 {{- if eq (int .Values.gpu) 0 }}
@@ -214,10 +213,22 @@ in metrics.json; empty when it is not fixed (elastic, or nprocPerNode auto/cpu/g
 {{- end }}
 {{- end }}
 
-{{/* The trainer's flags with --run-id, before extraArgs so that a user's flags come last. */}}
+{{/*
+The trainer's flags. Checkpoints and TensorBoard logs go to directories of this run's own, so
+restarted pods resume it, while other values train a new run rather than meeting checkpoints
+they cannot resume. extraArgs come last so that a user's flags win.
+*/}}
 {{- define "pytorchjob-mnist.trainerArgs" -}}
+{{- $runId := include "pytorchjob-mnist.runId" . }}
 {{- $flags := include "pytorchjob-mnist.trainingFlags" . | fromJsonArray }}
-{{- toYaml (concat $flags (list "--run-id" (include "pytorchjob-mnist.runId" .)) (default list .Values.training.extraArgs)) }}
+{{- toYaml (concat $flags
+  (list "--checkpoint-dir" (include "pytorchjob-mnist.checkpointDir" .) "--log-dir" (printf "%s/tensorboard/%s" (include "pytorchjob-mnist.runDir" .) $runId) "--run-id" $runId)
+  (default list .Values.training.extraArgs)) }}
+{{- end }}
+
+{{/* This run's checkpoints: same values, same directory. */}}
+{{- define "pytorchjob-mnist.checkpointDir" -}}
+{{- printf "%s/checkpoints/%s" (include "pytorchjob-mnist.runDir" .) (include "pytorchjob-mnist.runId" .) }}
 {{- end }}
 
 {{/* Container resources with the GPU limit merged in (GPUs belong in limits only). */}}

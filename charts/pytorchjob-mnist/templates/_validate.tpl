@@ -35,6 +35,8 @@ Included once, from pytorchjob.yaml.
 {{- end }}
 {{- if and $nprocIsNumber (gt (atoi $nproc) 1) }}
 {{- fail (printf "nprocPerNode: %s without torchrun breaks WORLD_SIZE (the operator multiplies by it but starts one process per pod); set torchrun.enabled=true, or nprocPerNode to 1" $nproc) }}
+{{- else if not $nprocIsNumber }}
+{{- fail (printf "nprocPerNode: %s is one of torchrun's counts, but without torchrun each pod runs one process; set torchrun.enabled=true, or leave nprocPerNode empty" $nproc) }}
 {{- end }}
 {{- if .Values.elasticPolicy.enabled }}
 {{- fail "elasticPolicy.enabled needs torchrun (only torchrun reads the rendezvous variables); set torchrun.enabled=true" }}
@@ -80,8 +82,14 @@ Included once, from pytorchjob.yaml.
 {{- fail (printf "resources.%s has nvidia.com/gpu; GPUs come from the gpu value (it sets the limit, and Kubernetes requires GPU requests to equal limits): remove nvidia.com/gpu from resources and set gpu to the GPUs per replica" $field) }}
 {{- end }}
 {{- end }}
-{{- if and .Values.tensorboard.enabled (gt $gpu 0) (include "pytorchjob-mnist.singleNode" .) }}
+{{- $hostPath := .Values.persistence.hostPath }}
+{{- /* A hostPath volume pinned to a node already places every pod there, TensorBoard or not. */}}
+{{- if and .Values.tensorboard.enabled (gt $gpu 0) (include "pytorchjob-mnist.singleNode" .) (not (and $hostPath.path $hostPath.nodeName)) }}
+{{- if $hostPath.path }}
+{{- fail "tensorboard.enabled with gpu > 0 on a hostPath volume: TensorBoard starts with the job and, if scheduled first, would pin the GPU pods to its node, which may have no GPUs. Set persistence.hostPath.nodeName to a GPU node (every pod then runs there), or leave TensorBoard off" }}
+{{- else }}
 {{- fail "tensorboard.enabled with gpu > 0 on a single-node volume: TensorBoard starts with the job and, if scheduled first, would pin the GPU pods to its node, which may have no GPUs. Use a ReadWriteMany claim (persistence.create.accessModes, or persistence.singleNode=false for an existing one), or leave TensorBoard off and copy the logs with kubectl cp" }}
+{{- end }}
 {{- end }}
 {{- $kueue := .Values.kueue.queueName }}
 {{- if and $kueue .Values.runPolicy.suspend }}
@@ -113,8 +121,8 @@ They are its object labels plus the component label of every pod. */}}
 {{- if has $key $chartOwned }}
 {{- fail (printf "labels: %q is one of the chart's own labels (they select the pods that share the volume); remove it from labels, or use another key such as app.kubernetes.io/part-of" $key) }}
 {{- end }}
-{{- if and (eq $key "kueue.x-k8s.io/queue-name") $.Values.kueue.queueName }}
-{{- fail (printf "labels: %q is also set from kueue.queueName; remove it from labels" $key) }}
+{{- if eq $key "kueue.x-k8s.io/queue-name" }}
+{{- fail (printf "labels: %q belongs in kueue.queueName, which also leaves runPolicy.suspend to Kueue (a rendered suspend: false fights Kueue's on every sync); move the queue name there" $key) }}
 {{- end }}
 {{- end }}
 {{- if and .Values.tensorboard.enabled (not .Values.persistence.enabled) }}
