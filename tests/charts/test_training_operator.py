@@ -477,9 +477,24 @@ def test_renders_as_a_subchart(helm, tmp_path):
     ({"metrics.port": 9443}, "webhook.port and metrics.port are both 9443"),
     ({"healthPort": 9443}, "webhook.port and healthPort are both 9443"),
     ({"healthPort": 8080}, "metrics.port and healthPort are both 8080"),
-], ids=["metrics=webhook", "health=webhook", "health=metrics"])
+    # The Service's two ports: the API server refuses a Service with a duplicate port.
+    ({"metrics.port": 443}, "metrics.port is 443, which the Service already serves the webhook on"),
+], ids=["metrics=webhook", "health=webhook", "health=metrics", "metrics=service-webhook"])
 def test_port_guards_name_the_values(helm, set_values, expected):
     assert expected in template_error(helm, **set_values)
+
+
+def test_scaling_to_zero_needs_a_webhook_that_fails_open(helm):
+    """With no endpoints, a failurePolicy Fail webhook rejects every PyTorchJob write in the cluster."""
+    assert "set replicaCount to 1 or more, or webhook.failurePolicy to Ignore" in template_error(helm, replicaCount=0)
+    assert one(render(helm, **{"replicaCount": 0, "webhook.failurePolicy": "Ignore"}), "Deployment")["spec"]["replicas"] == 0
+
+
+def test_pod_labels_cannot_change_the_selector_labels(helm):
+    error = template_error(helm, **{"podLabels.app\\.kubernetes\\.io/instance": "other"})
+    assert 'podLabels: "app.kubernetes.io/instance" is one of the Deployment\'s selector labels' in error
+    labels = one(render(helm, **{"podLabels.team": "ml"}), "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert labels["team"] == "ml"
 
 
 def test_distinct_ports_are_rendered(helm):

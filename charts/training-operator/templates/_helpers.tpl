@@ -106,6 +106,18 @@ helm.sh/resource-policy: keep
 {{- end }}
 {{- $_ := set $seen (toString $port) $name }}
 {{- end }}
+{{- if eq (int .Values.metrics.port) 443 }}
+{{- fail "metrics.port is 443, which the Service already serves the webhook on; give metrics another port (e.g. 8080)" }}
+{{- end }}
+{{- if and (eq (int .Values.replicaCount) 0) (eq .Values.webhook.failurePolicy "Fail") }}
+{{- fail "replicaCount=0 leaves the webhook without a server, and webhook.failurePolicy=Fail then rejects every PyTorchJob create and update in the cluster; set replicaCount to 1 or more, or webhook.failurePolicy to Ignore while the operator is scaled down" }}
+{{- end }}
+{{- $selector := include "training-operator.selectorLabels" . | fromYaml }}
+{{- range $key, $_ := .Values.podLabels }}
+{{- if hasKey $selector $key }}
+{{- fail (printf "podLabels: %q is one of the Deployment's selector labels, and another value would leave the selector matching no pod; remove it from podLabels" $key) }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/*
