@@ -42,12 +42,15 @@ class CheckpointStore:
 
     def paths(self) -> list[Path]:
         """Checkpoint files, newest (highest step) first; temp files are ignored."""
+        return [path for _, path in self._by_step()]
+
+    def _by_step(self) -> list[tuple[int, Path]]:
         found = []
         for path in self.directory.glob("checkpoint-*.pt"):
             match = _NAME.match(path.name)
             if match:
                 found.append((int(match.group(1)), path))
-        return [path for _, path in sorted(found, reverse=True)]
+        return sorted(found, reverse=True)
 
     def remove_partial_writes(self) -> list[Path]:
         """Delete temp files of saves cut short by a SIGKILL; only the (one) writer may call this."""
@@ -58,7 +61,10 @@ class CheckpointStore:
             self.directory / f"checkpoint-{step:09d}.pt",
             lambda handle: torch.save({"format": FORMAT_VERSION, **state}, handle),
         )
-        for stale in self.paths()[self.keep :]:
+        # Only this save and older ones count: a newer file is one load_latest could not read just
+        # now, and counting it would prune this save.
+        this_and_older = [other for saved, other in self._by_step() if saved <= step]
+        for stale in this_and_older[self.keep :]:
             stale.unlink(missing_ok=True)
         return path
 

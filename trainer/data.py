@@ -190,5 +190,6 @@ def epoch_shard(
 
 
 def eval_shard(num_samples: int, rank: int, world_size: int) -> torch.Tensor:
-    """A disjoint, unpadded slice of the test set; the slices of all ranks cover it exactly."""
-    return torch.arange(rank, num_samples, world_size)
+    """A disjoint, unpadded slice of the test set; the slices of all ranks cover it exactly (a
+    rank beyond the last sample gets an empty one)."""
+    return torch.arange(num_samples)[rank::world_size]

@@ -103,6 +103,16 @@ def test_a_skipped_checkpoint_no_longer_prunes_new_saves(tmp_path):
     assert [p.name for p in store.paths()] == ["checkpoint-000000002.pt"]
 
 
+def test_a_save_never_prunes_itself_for_a_newer_checkpoint(tmp_path):
+    """A newer checkpoint that load_latest skipped for an I/O error stays (it may read later); the
+    run goes on from an older one, and its saves count only themselves and older checkpoints."""
+    store = CheckpointStore(tmp_path, keep=1)
+    skipped = store.save(_state(300), 300)
+    store.save(_state(200), 200)
+    saved = store.save(_state(210), 210)
+    assert [p.name for p in store.paths()] == [skipped.name, saved.name]
+
+
 @pytest.mark.parametrize("key", sorted(REQUIRED_KEYS - {"format"}))
 def test_checkpoint_missing_a_key_is_skipped_not_a_crash(tmp_path, key):
     store = CheckpointStore(tmp_path, keep=3)

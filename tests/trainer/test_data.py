@@ -37,9 +37,9 @@ def test_ranks_consume_a_prefix_and_a_resume_shards_the_rest_at_any_world_size()
                            unbroken[2 * batch :])
 
 
-@pytest.mark.parametrize("world", [1, 2, 3, 7])
-def test_eval_shards_cover_the_test_set_exactly_once(world):
-    n = 10_000
+@pytest.mark.parametrize("n, world", [(10_000, 1), (10_000, 2), (10_000, 3), (10_000, 7), (1, 3), (2, 5)])
+def test_eval_shards_cover_the_test_set_exactly_once(n, world):
+    """Fewer test samples than ranks too: the ranks past the last sample score nothing."""
     covered = torch.cat([data.eval_shard(n, r, world) for r in range(world)])
     assert sorted(covered.tolist()) == list(range(n))
 

@@ -9,6 +9,9 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+import torch
+
 from tests.support.procs import free_port, torchrun_workers, trainer_env
 
 ONE_WORKER = ["--standalone", "--nproc-per-node", "1", "--max-restarts", "0", "--module", "trainer"]
@@ -39,6 +42,15 @@ def test_a_permanent_error_keeps_the_trainers_exit_code(tmp_path):
     assert codes == {"trainer.torchrun": 2, "torch.distributed.run": 1}, log
     assert "--epochs: must be a positive integer" in log
     assert "exitcode  : 2" in log, "torchrun's failure summary is still printed"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA, where torchrun's GPU count fails")
+def test_torchrun_setup_that_cannot_work_is_permanent(tmp_path):
+    """Only a lost or late peer is worth a retry; `--nproc-per-node gpu` without CUDA fails alike every time."""
+    code = launch("trainer.torchrun", ["--standalone", "--nproc-per-node", "gpu", "--module", "trainer"], tmp_path).wait(timeout=120)
+    log = (tmp_path / "trainer.torchrun.log").read_text()
+    assert code == 1, log
+    assert "Cuda is not available" in log
 
 
 def test_a_worker_killed_by_a_signal_exits_128_plus_the_signal(tmp_path):
