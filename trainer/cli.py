@@ -13,7 +13,7 @@ import torch
 from trainer import data as datasets
 from trainer.checkpoint import CheckpointStore
 from trainer.distributed import BACKENDS, DistContext, LaunchError, init, shutdown
-from trainer.fileio import NotWritableError, atomic_write, ensure_writable_dir
+from trainer.fileio import NotWritableError, atomic_write, ensure_writable_dir, remove_partial_writes
 from trainer.loop import LR_SCHEDULES, IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer
 from trainer.metrics import Reporter, write_metrics_json
 from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net
@@ -139,6 +139,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.nesterov and args.momentum == 0:
         parser.error("--nesterov needs --momentum > 0")
+    if args.backend == "nccl" and args.no_cuda:
+        parser.error("--backend nccl needs CUDA, which --no-cuda turns off; use --backend gloo (or auto), or drop --no-cuda")
     # (directory, what names it, the fix; "" for the default one)
     outputs = [(args.output_dir, "--output-dir", ""), (args.checkpoint_dir, "--checkpoint-dir", ""),
                (args.log_dir, "--dir/--log-dir", "")]
@@ -257,14 +259,17 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
 
 
 def _write_outputs(args: argparse.Namespace, net: Net, metrics: dict, reporter: Reporter) -> None:
-    if args.output_dir or args.save_model:
-        # A plain state_dict with the seed's keys (no "module." prefix) loads into users' code.
-        state = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
-        model_path = Path(args.output_dir or ".") / MODEL_FILE
-        atomic_write(model_path, lambda handle: torch.save(state, handle))
-        reporter.info(f"Saved model to {model_path}")
+    if not (args.output_dir or args.save_model):
+        return
+    output_dir = Path(args.output_dir or ".")
+    for name in (MODEL_FILE, METRICS_FILE):  # temp files of an attempt killed mid-write; rank 0 alone writes here
+        remove_partial_writes(output_dir, name)
+    # A plain state_dict with the seed's keys (no "module." prefix) loads into users' code.
+    state = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
+    model_path = atomic_write(output_dir / MODEL_FILE, lambda handle: torch.save(state, handle))
+    reporter.info(f"Saved model to {model_path}")
     if args.output_dir:
-        metrics_path = write_metrics_json(Path(args.output_dir) / METRICS_FILE, metrics)
+        metrics_path = write_metrics_json(output_dir / METRICS_FILE, metrics)
         reporter.info(f"Saved metrics to {metrics_path}")
 
 

@@ -103,6 +103,14 @@ def read_launch_env(env: dict[str, str] | None = None) -> LaunchEnv:
             "pod, but this process was not started by torchrun. Start the trainer with torchrun "
             "(chart value torchrun.enabled=true) or set nprocPerNode to 1."
         )
+    nnodes = env.get("PET_NNODES", "")
+    if not under_torchrun and "WORLD_SIZE" not in env and nnodes.rpartition(":")[2] not in ("", "1"):
+        # Each such pod would otherwise train alone as rank 0, all writing the same outputs.
+        raise LaunchError(
+            f"PET_NNODES={nnodes} makes this pod one of several, but WORLD_SIZE and RANK are not set: the "
+            "training-operator sets them only for a PyTorchJob with a Master replica. Add a Master, or start "
+            "the trainer with torchrun (chart value torchrun.enabled=true), which reads PET_NNODES."
+        )
     if world_size == 1:
         return LaunchEnv(rank, world_size, local_rank, local_world_size)
     missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not env.get(name)]

@@ -16,7 +16,8 @@ class Reporter:
         self.enabled = enabled
         self._log_dir = log_dir if enabled else None
         self._writer = None  # opened at the first scalar, once a resume has said where it starts
-        self._purge_step: int | None = None
+        # A fresh start hides whatever an attempt killed before its first checkpoint logged here.
+        self._purge_step = 1
 
     def resume_after(self, step: int) -> None:
         """Hide from TensorBoard the per-step scalars an interrupted run logged after `step`: this

@@ -36,6 +36,7 @@ def test_negative_seeds_stay_valid_as_in_the_seed_script():
     (["--dataset", "cifar10"], "--dataset: invalid choice"),
     (["--backend", "tcp"], "--backend: invalid choice"),
     (["--nesterov", "--momentum", "0"], "--nesterov needs --momentum > 0"),
+    (["--backend", "nccl", "--no-cuda"], "--backend nccl needs CUDA, which --no-cuda turns off"),
     # Past these, torch fails later with an overflow and a traceback (exit 128, retried).
     (["--seed", str(2**64 - 1)], "--seed: must be an integer from -9223372036854775808 to 9223372036854775807"),
     (["--pg-timeout", "1e20"], "--pg-timeout: must be a positive number of seconds up to 2592000"),
@@ -126,10 +127,16 @@ def test_divergence_in_the_last_step_before_evaluation_stops_the_job_with_a_mess
     assert "Traceback" not in result.stderr
 
 
-def test_run_id_is_recorded_in_metrics_json(tmp_path):
+def test_run_id_is_recorded_and_killed_writes_are_cleared(tmp_path):
+    # Left by an attempt killed while it wrote its outputs; the writer of the next clears them.
+    killed_writes = [tmp_path / "out" / ".mnist_cnn.pt.k2j3h4.tmp", tmp_path / "out" / ".metrics.json.x7.tmp"]
+    for path in killed_writes:
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"half a file")
     result = run_trainer([*QUICK, "--dir", "", "--output-dir", "out", "--run-id", "abc123"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["run_id"] == "abc123"
+    assert not any(path.exists() for path in killed_writes)
 
 
 def test_missing_dataset_names_the_files(tmp_path):

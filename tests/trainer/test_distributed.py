@@ -38,6 +38,15 @@ def test_nproc_per_node_without_torchrun_is_refused_with_the_fix():
         read_launch_env(env)
 
 
+def test_a_worker_only_job_without_torchrun_is_refused_with_the_fix():
+    """Without a Master the operator sets no WORLD_SIZE or RANK, only PET_NNODES: each pod would train alone."""
+    for nnodes in ("2", "1:3"):
+        with pytest.raises(LaunchError, match=f"PET_NNODES={nnodes} makes this pod one of several.*Add a Master"):
+            read_launch_env({"PET_NNODES": nnodes, "PET_NPROC_PER_NODE": "1"})
+    assert read_launch_env({"PET_NNODES": "1"}).world_size == 1
+    assert read_launch_env({"PET_NNODES": "2", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}).world_size == 1, "torchrun's own"
+
+
 @pytest.mark.parametrize("env,message", [
     ({"WORLD_SIZE": "2", "RANK": "2", "MASTER_ADDR": "a", "MASTER_PORT": "1"}, "RANK=2 must be smaller"),
     ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two' is not an integer"),
