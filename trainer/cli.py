@@ -14,7 +14,8 @@ from trainer import data as datasets
 from trainer.checkpoint import CheckpointStore
 from trainer.distributed import BACKENDS, DistContext, LaunchError, init, shutdown
 from trainer.fileio import NotWritableError, atomic_write, ensure_writable_dir, remove_partial_writes
-from trainer.loop import LR_SCHEDULES, IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer
+from trainer.loop import (LR_SCHEDULES, IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer,
+                          read_latest_checkpoint)
 from trainer.metrics import Reporter, write_metrics_json
 from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net
 from trainer.runtime import configure_device, configure_threads, missing_compiler
@@ -26,6 +27,10 @@ METRICS_FILE = "metrics.json"
 # every restart; anything else (a lost peer above all: gloo and NCCL raise plain RuntimeErrors) may not.
 EXIT_PERMANENT = 1
 EXIT_RETRYABLE = 128
+
+
+class RetryLater(RuntimeError):
+    """A failure a restart may not meet again, reported without a traceback."""
 
 
 def _checked(convert, accept, requirement: str):
@@ -161,14 +166,19 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(**{name: getattr(args, name) for name in names})
 
 
-def load_data(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> datasets.Dataset:
+def load_data(args: argparse.Namespace, ctx: DistContext, reporter: Reporter,
+              resumed_dataset: str | None = None) -> datasets.Dataset:
     """Download in turns, then load everywhere.
 
     Rank 0 downloads first, so pods that share a volume never write the same files at once; then
     the first process of every other pod fetches what its own filesystem lacks (nothing, on a
     shared volume). After each turn all ranks agree on the outcome, so a failed download cannot
-    strand a peer at a barrier.
+    strand a peer at a barrier. A resumed run keeps the dataset its checkpoint trained on, so
+    whether the download works this time cannot switch it to or from the fallback.
     """
+    if resumed_dataset is not None and resumed_dataset != args.dataset and resumed_dataset == args.fallback_dataset:
+        reporter.info(f"The run being resumed trained on {resumed_dataset} (--fallback-dataset), so it goes on with it.")
+        return _load_local(resumed_dataset, args)
     loaded, failure = None, None
     for my_turn in (ctx.rank == 0, ctx.local_rank == 0 and ctx.rank != 0):
         if my_turn:
@@ -178,20 +188,27 @@ def load_data(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) ->
                 failure = error
         # Patient: the others wait here while this turn downloads, which may outlast --pg-timeout.
         if not ctx.all_true(failure is None, patient=True):
-            return _load_fallback(args, failure, reporter)
+            return _load_fallback(args, failure, reporter, resumed=resumed_dataset == args.dataset)
     if loaded is None:
-        loaded = datasets.load(args.dataset, args.data_dir, download=False)
+        return _load_local(args.dataset, args)
     return loaded.limited(args.limit_train, args.limit_test)
 
 
-def _load_fallback(args: argparse.Namespace, failure: Exception | None, reporter: Reporter) -> datasets.Dataset:
+def _load_local(name: str, args: argparse.Namespace) -> datasets.Dataset:
+    return datasets.load(name, args.data_dir, download=False).limited(args.limit_train, args.limit_test)
+
+
+def _load_fallback(args: argparse.Namespace, failure: Exception | None, reporter: Reporter,
+                   resumed: bool) -> datasets.Dataset:
     reason = failure or datasets.DatasetUnavailable(f"{args.dataset} could not be prepared on a peer pod; see its log")
+    if resumed:
+        raise RetryLater(f"{reason}\nThe run being resumed trained on {args.dataset}, so it cannot go on with "
+                         "another dataset; a restart may find the files.")
     if args.fallback_dataset is None:
         raise reason
     reporter.info(str(reason))
     reporter.info(f"Training on {args.fallback_dataset} instead (--fallback-dataset).")
-    fallback = datasets.load(args.fallback_dataset, args.data_dir, download=False)
-    return fallback.limited(args.limit_train, args.limit_test)
+    return _load_local(args.fallback_dataset, args)
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -219,7 +236,10 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
     configure_device(ctx.device)
     reporter.info(f"Using distributed PyTorch with {ctx.backend} backend")
     reporter.info(f"World Size: {ctx.world_size}. Rank: {ctx.rank}. Device: {ctx.device}. Threads: {threads}")
-    data = load_data(args, ctx, reporter)
+    store = CheckpointStore(args.checkpoint_dir, args.keep_checkpoints) if args.checkpoint_dir else None
+    latest = read_latest_checkpoint(store, ctx)
+    _, resumed = latest
+    data = load_data(args, ctx, reporter, resumed_dataset=resumed["settings"].get("dataset") if resumed else None)
     if len(data.train_labels) < ctx.world_size:
         raise LaunchError(
             f"{len(data.train_labels)} training samples cannot be split over {ctx.world_size} ranks; "
@@ -231,9 +251,8 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
     )
     torch.manual_seed(args.seed)  # identical initial weights on every rank
     net = Net().to(ctx.device, memory_format=MEMORY_FORMAT)
-    store = CheckpointStore(args.checkpoint_dir, args.keep_checkpoints) if args.checkpoint_dir else None
     trainer = Trainer(net, data, ctx, train_config(args), reporter, store)
-    trainer.resume()
+    trainer.resume(latest)
     result = trainer.fit()
     progress = trainer.progress
     metrics = {
@@ -280,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     except (LaunchError, datasets.DatasetUnavailable, NonFiniteLoss, IncompatibleCheckpoint) as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return EXIT_PERMANENT
+    except RetryLater as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return EXIT_RETRYABLE
     except Exception:
         sys.excepthook(*sys.exc_info())
         return EXIT_RETRYABLE

@@ -5,6 +5,7 @@ import math
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -59,6 +60,21 @@ def lr_at(config: TrainConfig, step: int, total_steps: int) -> float:
     if step < warmup:
         return config.lr * (0.1 + 0.9 * step / warmup)
     return config.lr * max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+
+Checkpoint = tuple[Path, dict] | tuple[None, None]
+
+
+def read_latest_checkpoint(store: CheckpointStore | None, ctx: DistContext) -> Checkpoint:
+    """The newest valid checkpoint, read by rank 0 and sent to every rank, so workers need no
+    shared volume; (None, None) when there is none."""
+    if store is None:
+        return None, None
+    latest = None, None
+    if ctx.is_main:
+        store.remove_partial_writes()  # rank 0 writes every checkpoint, and none is under way
+        latest = store.load_latest()
+    return ctx.broadcast_from_main(latest)
 
 
 def autocast_for(device: torch.device):
@@ -168,16 +184,9 @@ class Trainer:
             "rng": {"torch": torch.get_rng_state()},
         }
 
-    def resume(self) -> None:
-        """Continue from the newest valid checkpoint, read by rank 0 and sent to every rank,
-        so workers need no shared volume."""
-        if self.store is None:
-            return
-        path, state = None, None
-        if self.ctx.is_main:
-            self.store.remove_partial_writes()  # rank 0 writes every checkpoint, and none is under way
-            path, state = self.store.load_latest()
-        path, state = self.ctx.broadcast_from_main((path, state))
+    def resume(self, latest: Checkpoint | None = None) -> None:
+        """Continue from `latest` (read_latest_checkpoint's answer; read here when not given)."""
+        path, state = latest if latest is not None else read_latest_checkpoint(self.store, self.ctx)
         if state is None:
             return
         current = self.settings()

@@ -7,7 +7,8 @@ import torch
 
 from tests.support.procs import run_trainer
 from trainer import data as datasets
-from trainer.cli import build_parser, load_data, parse_args
+from trainer.benchmark import write_idx_dataset
+from trainer.cli import RetryLater, build_parser, load_data, parse_args
 
 QUICK = ["--dataset", "synthetic", "--limit-train", "256", "--limit-test", "100", "--threads", "1"]
 
@@ -109,6 +110,37 @@ def test_a_failed_download_on_rank_zero_sends_every_rank_to_the_fallback_at_the_
     args = parse_args(["--dataset", "mnist", "--fallback-dataset", "digits", "--dir", ""])
     assert load_data(args, ranked, reporter=SimpleNamespace(info=lambda line: None)) == "digits"
     assert ranked.events == ["wait", "read"], "no download of its own, no second wait for a turn"
+
+
+def test_a_run_resumed_on_the_fallback_goes_on_with_it_without_a_download(monkeypatch):
+    """Its first attempt could not download; a restart that could must not switch datasets mid-run."""
+    ranked = _TurnRecorder(rank=0, local_rank=0)
+    monkeypatch.setattr(datasets, "load", ranked.load)
+    args = parse_args(["--dataset", "mnist", "--fallback-dataset", "digits", "--dir", ""])
+    assert load_data(args, ranked, reporter=SimpleNamespace(info=lambda line: None), resumed_dataset="digits") == "digits"
+    assert ranked.events == ["read"], "no download and no turns: every rank reads its copy"
+
+
+def test_a_run_resumed_on_its_dataset_does_not_fall_back_when_the_download_fails(monkeypatch):
+    """A restart of such a run is retried (exit 128), where a fresh run would take the fallback."""
+    ranked = _TurnRecorder(rank=2, local_rank=0, peers_succeed=False)
+    monkeypatch.setattr(datasets, "load", ranked.load)
+    args = parse_args(["--dataset", "mnist", "--fallback-dataset", "digits", "--dir", ""])
+    with pytest.raises(RetryLater, match="The run being resumed trained on mnist, so it cannot go on with another"):
+        load_data(args, ranked, reporter=SimpleNamespace(info=lambda line: None), resumed_dataset="mnist")
+
+
+def test_resumed_runs_keep_their_dataset_whichever_downloads_work(tmp_path):
+    """End to end: a run that fell back to digits resumes on digits once MNIST's files are there."""
+    common = ["--dataset", "mnist", "--fallback-dataset", "digits", "--limit-train", "256", "--limit-test", "100",
+              "--threads", "1", "--dir", "", "--checkpoint-dir", "ckpt", "--checkpoint-every", "2"]
+    first = run_trainer([*common, "--data-dir", "empty", "--epochs", "1"], cwd=tmp_path)
+    assert first.returncode == 0 and "Training on digits instead" in first.stdout, first.stderr
+    write_idx_dataset(tmp_path / "data", datasets.load("synthetic", tmp_path, download=False).limited(256, 100), "MNIST")
+    again = run_trainer([*common, "--data-dir", "data", "--epochs", "2"], cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "The run being resumed trained on digits (--fallback-dataset), so it goes on with it." in again.stdout
+    assert "Dataset: digits" in again.stdout
 
 
 def test_diverging_loss_stops_the_job_with_a_message(tmp_path):
