@@ -24,6 +24,13 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="${TOOLS_BIN:-$root/.tools/bin}"
 mkdir -p "$bin"
 
+# PATH without $bin, so that a link this script made there is never taken for a binary on PATH.
+path_without_bin() {
+  local dir kept=()
+  local IFS=:
+  for dir in $PATH; do [ "$dir" = "$bin" ] || kept+=("$dir"); done
+  echo "${kept[*]}"
+}
 helm_version() { "$1" version --template '{{.Version}}' 2>/dev/null || true; }
 kubectl_version() { "$1" version --client -o json 2>/dev/null | sed -n 's/.*"gitVersion": *"\([^"]*\)".*/\1/p' | head -n1; }
 
@@ -31,7 +38,7 @@ kubectl_version() { "$1" version --client -o json 2>/dev/null | sed -n 's/.*"git
 reuse_from_path() {
   local name found
   for name in $1; do
-    found="$(PATH="${PATH//$bin:/}" command -v "$name" 2>/dev/null || true)"
+    found="$(PATH="$(path_without_bin)" command -v "$name" 2>/dev/null || true)"
     if [ -n "$found" ] && [ "$("$3" "$found")" = "$2" ]; then
       ln -sf "$found" "$4"
       echo "${4##*/}: using $name $2 from PATH"
@@ -90,7 +97,7 @@ if [ -e "$bin/helm4" ]; then
   ln -sf helm4 "$bin/helm"
 elif [ -e "$bin/helm3" ]; then
   ln -sf helm3 "$bin/helm"
-elif other="$(PATH="${PATH//$bin:/}" command -v helm)"; then
+elif other="$(PATH="$(path_without_bin)" command -v helm)"; then
   ln -sf "$other" "$bin/helm"
   echo "helm: using $other ($(helm_version "$other")) for \`make run\`; the chart tests want the pins above" >&2
 else

@@ -100,3 +100,15 @@ def test_any_helm_on_path_serves_make_run_when_no_pin_can_be_had(sandbox):
     assert (bin_dir / "helm").resolve() == (path_dir / "helm").resolve()
     assert not (bin_dir / "helm3").exists() and not (bin_dir / "helm4").exists()
     assert "using " + str(path_dir / "helm") + " (v4.2.0)" in result.stderr
+
+
+def test_its_own_links_are_not_taken_for_binaries_on_path(sandbox):
+    """With .tools/bin on PATH (last, say), a helm link left there must not be linked to itself."""
+    run, path_dir, bin_dir = sandbox
+    elsewhere = path_dir.parent / "gone"
+    elsewhere.mkdir()
+    stand_in(elsewhere, "helm", "v4.2.0")
+    bin_dir.mkdir()
+    (bin_dir / "helm").symlink_to(elsewhere / "helm")
+    result = run(PATH=f"{path_dir}:{bin_dir}")
+    assert result.returncode == 1 and "no Helm for `make run`" in result.stderr, result.stderr
