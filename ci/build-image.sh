@@ -21,7 +21,7 @@ if [[ -z "${IMG:-}" ]]; then
 fi
 
 version="${VERSION:-$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/pyproject.toml")}"
-# The commit built, with -dirty when tracked files differ from it (the image holds the edits).
+# The commit built, with -dirty when tracked files have uncommitted edits (which may be in the image).
 revision="${REVISION:-$(git -C "$repo" describe --always --abbrev=40 --dirty --exclude='*' 2>/dev/null || echo unknown)}"
 # The created label: SOURCE_DATE_EPOCH when set (a release pipeline's fixed date), else now.
 created="${CREATED:-$(date -u ${SOURCE_DATE_EPOCH:+-d "@$SOURCE_DATE_EPOCH"} +%Y-%m-%dT%H:%M:%SZ)}"
@@ -35,11 +35,14 @@ if [[ "${build[0]}" == buildx ]] && ! "$tool" buildx version >/dev/null 2>&1; th
     "(docker-buildx-plugin from Docker's repository, docker-buildx on Debian/Ubuntu), or use CONTAINER_TOOL=podman." >&2
   exit 2
 fi
-destination=""
+destination="" push=""
 for arg in "$@"; do
-  case "$arg" in --push|--load|-o|--output|--output=*|--manifest|--manifest=*) destination="$arg" ;; esac
+  case "$arg" in
+    --push) destination="$arg" push=1 ;;
+    --load|-o|--output|--output=*|--manifest|--manifest=*) destination="$arg" ;;
+  esac
 done
-if [[ "${build[0]}" == build && "$destination" == --push ]]; then
+if [[ "${build[0]}" == build && -n "$push" ]]; then
   echo "--push is a docker buildx flag that \`$tool build\` does not take: build with" \
     "IMAGE_BUILD_FLAGS='--manifest <name>', then \`$tool manifest push <name> <registry>/<image>:<tag>\`." >&2
   exit 2

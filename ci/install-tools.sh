@@ -28,7 +28,7 @@ mkdir -p "$bin"
 path_without_bin() {
   local dir kept=()
   local IFS=:
-  for dir in $PATH; do [ "$dir" = "$bin" ] || kept+=("$dir"); done
+  for dir in $PATH; do [ "$dir" -ef "$bin" ] || kept+=("$dir"); done  # -ef: however it is spelled
   echo "${kept[*]}"
 }
 helm_version() { "$1" version --template '{{.Version}}' 2>/dev/null || true; }

@@ -110,5 +110,8 @@ def test_its_own_links_are_not_taken_for_binaries_on_path(sandbox):
     stand_in(elsewhere, "helm", "v4.2.0")
     bin_dir.mkdir()
     (bin_dir / "helm").symlink_to(elsewhere / "helm")
-    result = run(PATH=f"{path_dir}:{bin_dir}")
-    assert result.returncode == 1 and "no Helm for `make run`" in result.stderr, result.stderr
+    for spelled in (str(bin_dir), f"{bin_dir}/", f"{bin_dir}/../{bin_dir.name}"):
+        result = run(PATH=f"{path_dir}:{spelled}")
+        assert result.returncode == 1 and "no Helm for `make run`" in result.stderr, (spelled, result.stderr)
+        (bin_dir / "helm").unlink(missing_ok=True)
+        (bin_dir / "helm").symlink_to(elsewhere / "helm")

@@ -29,10 +29,6 @@ EXIT_PERMANENT = 1
 EXIT_RETRYABLE = 128
 
 
-class RetryLater(RuntimeError):
-    """A failure a restart may not meet again, reported without a traceback."""
-
-
 def _checked(convert, accept, requirement: str):
     """An argparse type: convert the text, then refuse values that `accept` rejects."""
     def parse(text: str):
@@ -201,11 +197,11 @@ def _load_local(name: str, args: argparse.Namespace) -> datasets.Dataset:
 def _load_fallback(args: argparse.Namespace, failure: Exception | None, reporter: Reporter,
                    resumed: bool) -> datasets.Dataset:
     reason = failure or datasets.DatasetUnavailable(f"{args.dataset} could not be prepared on a peer pod; see its log")
-    if resumed:
-        raise RetryLater(f"{reason}\nThe run being resumed trained on {args.dataset}, so it cannot go on with "
-                         "another dataset; a restart may find the files.")
     if args.fallback_dataset is None:
         raise reason
+    if resumed:
+        raise datasets.DatasetUnavailable(f"{reason}\nThe run being resumed trained on {args.dataset}, so it does "
+                                          f"not fall back to {args.fallback_dataset}.")
     reporter.info(str(reason))
     reporter.info(f"Training on {args.fallback_dataset} instead (--fallback-dataset).")
     return _load_local(args.fallback_dataset, args)
@@ -299,9 +295,6 @@ def main(argv: list[str] | None = None) -> int:
     except (LaunchError, datasets.DatasetUnavailable, NonFiniteLoss, IncompatibleCheckpoint) as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return EXIT_PERMANENT
-    except RetryLater as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        return EXIT_RETRYABLE
     except Exception:
         sys.excepthook(*sys.exc_info())
         return EXIT_RETRYABLE

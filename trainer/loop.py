@@ -222,7 +222,7 @@ class Trainer:
         if progress.epoch > self.config.epochs:
             last = progress.history[-1]
             if "epochs" not in current:  # a resume may extend the run (see settings())
-                more = "raise --epochs to train on."
+                more = "a run with more --epochs on this --checkpoint-dir trains on from here."
             else:
                 more = (f"its {self.config.lr_schedule} schedule spans exactly these epochs, so to train longer "
                         "start a new run in another --checkpoint-dir.")

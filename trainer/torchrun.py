@@ -9,16 +9,15 @@ from __future__ import annotations
 import sys
 import traceback
 
-from torch.distributed import DistNetworkError, DistStoreError
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-from torch.distributed.elastic.rendezvous.api import RendezvousError
 from torch.distributed.run import main as torchrun
 
 from trainer.cli import EXIT_PERMANENT, EXIT_RETRYABLE
 
-# Failures to reach or wait for the other pods (a lost or late peer), which a retry may fix.
-PEER_ERRORS = (RendezvousError, DistNetworkError, DistStoreError, ConnectionError, TimeoutError)
+# torchrun's own setup refusing its settings: no CUDA for --nproc-per-node gpu, a bad --nnodes range,
+# no etcd module for the etcd backend (an ImportError). A retry fails alike.
+SETUP_ERRORS = (ValueError, TypeError, ImportError)
 
 
 def worker_exit_code(error: ChildFailedError) -> int:
@@ -36,12 +35,12 @@ def main() -> int:
     except SignalException as error:  # the pod is being stopped (eviction, deletion)
         print(error, file=sys.stderr, flush=True)
         return 128 + error.sigval
-    except PEER_ERRORS:
-        traceback.print_exc()
-        return EXIT_RETRYABLE
-    except Exception:  # torchrun's own setup (no CUDA for --nproc-per-node gpu, no etcd module): a retry fails alike
+    except SETUP_ERRORS:
         traceback.print_exc()
         return EXIT_PERMANENT
+    except Exception:  # e.g. a rendezvous timeout or a refused connection (a lost or late peer): a retry may fix it
+        traceback.print_exc()
+        return EXIT_RETRYABLE
     return 0
 
 

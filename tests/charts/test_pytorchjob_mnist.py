@@ -500,8 +500,9 @@ def test_tensorboard_is_refused_beside_gpus_on_a_single_node_volume(helm, tmp_pa
     error = template_error(helm, host_path, tmp_path)
     assert "on a hostPath volume" in error and "Set persistence.hostPath.nodeName to a GPU node" in error
     host_path["persistence"]["hostPath"]["nodeName"] = "gpu-node-1"
-    pinned = render_with(helm, host_path, tmp_path)
-    assert one(pinned, "Deployment"), "the volume's node affinity places TensorBoard with the GPU pods"
+    pinned = render_with(helm, host_path, tmp_path)  # let through: the volume places every pod on that node
+    (term,) = one(pinned, "PersistentVolume")["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    assert term["matchExpressions"][0]["values"] == ["gpu-node-1"]
 
 
 def test_placement_labels_annotations_and_pull_settings(rendered):

@@ -91,9 +91,10 @@ def test_the_revision_label_marks_uncommitted_edits(tmp_path, recording_tool):
 def test_podman_is_told_how_to_publish_instead_of_push(recording_podman):
     """`--push` is buildx's; podman would fail on it after the whole build setup."""
     tool, record = recording_podman
-    result = build(tool, "--push", IMG="t:cpu", PLATFORMS="linux/amd64,linux/arm64")
-    assert result.returncode == 2 and "--manifest <name>" in result.stderr
-    assert not record.exists(), "refused before building"
+    for flags in (["--push"], ["--push", "--manifest", "m"]):
+        result = build(tool, *flags, IMG="t:cpu", PLATFORMS="linux/amd64,linux/arm64")
+        assert result.returncode == 2 and "--manifest <name>" in result.stderr, flags
+        assert not record.exists(), "refused before building"
 
 
 def test_platforms(recording_tool):

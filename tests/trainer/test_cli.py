@@ -8,7 +8,7 @@ import torch
 from tests.support.procs import run_trainer
 from trainer import data as datasets
 from trainer.benchmark import write_idx_dataset
-from trainer.cli import RetryLater, build_parser, load_data, parse_args
+from trainer.cli import build_parser, load_data, parse_args
 
 QUICK = ["--dataset", "synthetic", "--limit-train", "256", "--limit-test", "100", "--threads", "1"]
 
@@ -122,11 +122,12 @@ def test_a_run_resumed_on_the_fallback_goes_on_with_it_without_a_download(monkey
 
 
 def test_a_run_resumed_on_its_dataset_does_not_fall_back_when_the_download_fails(monkeypatch):
-    """A restart of such a run is retried (exit 128), where a fresh run would take the fallback."""
+    """It fails as a missing dataset does, where a fresh run would take the fallback."""
     ranked = _TurnRecorder(rank=2, local_rank=0, peers_succeed=False)
     monkeypatch.setattr(datasets, "load", ranked.load)
     args = parse_args(["--dataset", "mnist", "--fallback-dataset", "digits", "--dir", ""])
-    with pytest.raises(RetryLater, match="The run being resumed trained on mnist, so it cannot go on with another"):
+    with pytest.raises(datasets.DatasetUnavailable, match="The run being resumed trained on mnist, so it does not "
+                                                          "fall back to digits"):
         load_data(args, ranked, reporter=SimpleNamespace(info=lambda line: None), resumed_dataset="mnist")
 
 
@@ -218,7 +219,7 @@ def test_restart_resumes_only_a_run_with_the_same_settings(tmp_path):
     again = run_trainer([*QUICK, "--dir", "", "--checkpoint-dir", "ckpt"], cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "That run has finished all 1 epochs (accuracy=0." in again.stdout
-    assert "nothing is left to train; raise --epochs to train on." in again.stdout
+    assert "nothing is left to train; a run with more --epochs on this --checkpoint-dir trains on" in again.stdout
     assert "Train Epoch" not in again.stdout
 
     other_lr = run_trainer([*QUICK, "--dir", "", "--checkpoint-dir", "ckpt", "--lr", "0.02"], cwd=tmp_path)

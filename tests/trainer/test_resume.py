@@ -118,7 +118,7 @@ def test_resume_refuses_fewer_epochs_than_the_checkpoint_trained(tmp_path, epoch
 
 
 @pytest.mark.parametrize("schedule, advice", [
-    ("constant", "raise --epochs to train on."),
+    ("constant", "a run with more --epochs on this --checkpoint-dir trains on from here."),
     # A onecycle checkpoint records --epochs, so a rerun with more is refused as another run.
     ("onecycle", "its onecycle schedule spans exactly these epochs, so to train longer start a new run in "
                  "another --checkpoint-dir"),
