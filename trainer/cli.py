@@ -172,7 +172,7 @@ def load_data(args: argparse.Namespace, ctx: DistContext, reporter: Reporter,
     strand a peer at a barrier. A resumed run keeps the dataset its checkpoint trained on, so
     whether the download works this time cannot switch it to or from the fallback.
     """
-    if resumed_dataset is not None and resumed_dataset != args.dataset and resumed_dataset == args.fallback_dataset:
+    if resumed_dataset not in (None, args.dataset) and resumed_dataset == args.fallback_dataset:
         reporter.info(f"The run being resumed trained on {resumed_dataset} (--fallback-dataset), so it goes on with it.")
         return _load_local(resumed_dataset, args)
     loaded, failure = None, None

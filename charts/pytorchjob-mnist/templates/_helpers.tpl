@@ -220,10 +220,12 @@ they cannot resume. extraArgs come last so that a user's flags win.
 */}}
 {{- define "pytorchjob-mnist.trainerArgs" -}}
 {{- $runId := include "pytorchjob-mnist.runId" . }}
+{{- $runFlags := list
+  "--checkpoint-dir" (include "pytorchjob-mnist.checkpointDir" .)
+  "--log-dir" (printf "%s/tensorboard/%s" (include "pytorchjob-mnist.runDir" .) $runId)
+  "--run-id" $runId }}
 {{- $flags := include "pytorchjob-mnist.trainingFlags" . | fromJsonArray }}
-{{- toYaml (concat $flags
-  (list "--checkpoint-dir" (include "pytorchjob-mnist.checkpointDir" .) "--log-dir" (printf "%s/tensorboard/%s" (include "pytorchjob-mnist.runDir" .) $runId) "--run-id" $runId)
-  (default list .Values.training.extraArgs)) }}
+{{- toYaml (concat $flags $runFlags (default list .Values.training.extraArgs)) }}
 {{- end }}
 
 {{/* This run's checkpoints: same values, same directory. */}}
