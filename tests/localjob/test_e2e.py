@@ -156,3 +156,20 @@ def test_elastic_torchrun_setup_succeeds(tmp_path):
     # The rendezvous, not the pod, decides which process is global rank 0.
     assert re.search(r"^\[mnist-(master|worker)-\d\] World Size: 3\. Rank: 0\.", output, re.MULTILINE), output
     assert "PyTorchJob mnist Succeeded" in output
+
+
+def test_other_values_train_a_run_of_their_own_and_the_same_values_resume_theirs(tmp_path):
+    """As when Argo CD replaces a finished job whose values changed in Git: the new values do not
+    meet the finished run's checkpoints, which the trainer would refuse to resume."""
+    def run(*values: str) -> str:
+        runner = start_runner(tmp_path, "--set", "training.epochs=1", *values)
+        output = finish(runner)
+        assert runner.returncode == 0, output
+        return output
+
+    run()
+    other_lr = run("--set-string", "training.lr=0.02")
+    assert "Resumed from" not in other_lr and "Train Epoch: 1" in other_lr
+    again = run("--set-string", "training.lr=0.02")
+    assert "nothing is left to train" in again and "Train Epoch" not in again
+    assert len(list((tmp_path / "mnist" / RUN_SUBDIR / "checkpoints").iterdir())) == 2, "one directory per run"
