@@ -184,9 +184,10 @@ class Trainer:
             "rng": {"torch": torch.get_rng_state()},
         }
 
-    def resume(self, latest: Checkpoint | None = None) -> None:
-        """Continue from `latest` (read_latest_checkpoint's answer; read here when not given)."""
-        path, state = latest if latest is not None else read_latest_checkpoint(self.store, self.ctx)
+    def resume(self, latest: Checkpoint) -> None:
+        """Continue from `latest`, read_latest_checkpoint's answer (read before the data, whose choice
+        it decides when the run had fallen back)."""
+        path, state = latest
         if state is None:
             return
         current = self.settings()

@@ -12,12 +12,17 @@ import torch.multiprocessing as mp
 from trainer.checkpoint import CheckpointStore
 from trainer.data import Dataset
 from trainer.distributed import DistContext
-from trainer.loop import IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer
+from trainer.loop import IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer, read_latest_checkpoint
 from trainer.metrics import Reporter
 from trainer.model import Net
 
 TRAIN_SIZE = 100  # not a multiple of 2 or 3 ranks times the batch size
 CONFIG = TrainConfig(batch_size=8, lr=1e-3, momentum=0.0, checkpoint_every=2, log_interval=1000)
+
+
+def _resume(trainer: Trainer) -> None:
+    """As the CLI does: read the newest checkpoint of the trainer's store, then resume from it."""
+    trainer.resume(read_latest_checkpoint(trainer.store, trainer.ctx))
 
 
 def _numbered_dataset() -> Dataset:
@@ -44,7 +49,7 @@ def _train(rank: int, world: int, checkpoint_dir, out_dir) -> RecordingTrainer:
     trainer = RecordingTrainer(
         Net(), _numbered_dataset(), ctx, CONFIG, Reporter(rank == 0, None), CheckpointStore(checkpoint_dir, keep=100)
     )
-    trainer.resume()
+    _resume(trainer)
     trainer.fit()
     (out_dir / f"rank{rank}.json").write_text(json.dumps(trainer.samples))
     return trainer
@@ -111,9 +116,9 @@ def test_resume_refuses_fewer_epochs_than_the_checkpoint_trained(tmp_path, epoch
     if refused:
         with pytest.raises(IncompatibleCheckpoint, match=f"trained into epoch {epoch - (consumed == 0)}, beyond "
                                                          r"--epochs 1.* Pass --epochs \d+ or more to continue that run"):
-            reader.resume()
+            _resume(reader)
     else:
-        reader.resume()
+        _resume(reader)
         assert reader.fit().accuracy == 0.5
 
 
@@ -130,7 +135,7 @@ def test_resuming_a_finished_run_says_how_to_train_longer(tmp_path, capsys, sche
     writer = Trainer(Net(), _numbered_dataset(), ctx, config, Reporter(False, None), store)
     writer.progress.epoch, writer.progress.history = 2, [{"epoch": 1, "accuracy": 0.5, "val_loss": 1.0}]
     writer._checkpoint()
-    Trainer(Net(), _numbered_dataset(), ctx, config, Reporter(True, None), store).resume()
+    _resume(Trainer(Net(), _numbered_dataset(), ctx, config, Reporter(True, None), store))
     assert f"finished all 1 epochs (accuracy=0.5000), so nothing is left to train; {advice}" in capsys.readouterr().out
 
 
@@ -160,7 +165,7 @@ def test_a_resumed_run_hides_the_scalars_it_logs_again(tmp_path):
         if int(path.stem.split("-")[1]) > 4:
             path.unlink()  # as if killed after step 4's checkpoint
     resumed = Trainer(Net(), _numbered_dataset(), ctx, config, Reporter(True, tmp_path / "tb2"), store)
-    resumed.resume()
+    _resume(resumed)
     resumed.fit()
     resumed.reporter.close()
     events = _scalar_events(tmp_path / "tb2")
@@ -183,7 +188,7 @@ def test_resume_after_the_epochs_last_step_evaluates_without_training(tmp_path):
     writer.progress.step, writer.progress.consumed = writer.batches_per_epoch, TRAIN_SIZE
     writer._checkpoint()
     reader = RecordingTrainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(False, None), store)
-    reader.resume()
+    _resume(reader)
     result = reader.fit()
     assert reader.samples == []
     assert result.count == 10 and 0.0 <= result.accuracy <= 1.0
