@@ -1,11 +1,18 @@
 """Bad input fails fast with the flag and the fix; the CLI keeps the seed script's flags."""
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from tests.support.procs import run_trainer
+from tests.support.procs import run_trainer, trainer_env
 from trainer import data as datasets
 from trainer.benchmark import write_idx_dataset
 from trainer.cli import build_parser, load_data, parse_args
@@ -233,3 +240,42 @@ def test_restart_resumes_only_a_run_with_the_same_settings(tmp_path):
     assert longer.returncode == 0, longer.stderr
     assert "Resumed from ckpt/checkpoint-" in longer.stdout and "epoch 2" in longer.stdout
     assert not killed_save.exists()
+
+
+LONG_RUN = ["--dataset", "synthetic", "--epochs", "100", "--threads", "1", "--dir", "", "--log-interval", "1"]
+
+
+def _pid_namespaces_work() -> bool:
+    return shutil.which("unshare") is not None and subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--pid", "--fork", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("as_pid_1", [
+    False,
+    pytest.param(True, marks=pytest.mark.skipif(not _pid_namespaces_work(),
+                                                reason="unshare cannot create a PID namespace here")),
+])
+def test_sigterm_stops_training_with_143(tmp_path, as_pid_1):
+    """The kubelet stops a pod with SIGTERM, sent from outside the container's PID namespace. As PID 1
+    (the chart's command without torchrun) a process without a handler would never see it."""
+    prefix = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child"] if as_pid_1 else []
+    log = tmp_path / "trainer.log"
+    with open(log, "w") as out:
+        started = subprocess.Popen([*prefix, sys.executable, "-m", "trainer", *LONG_RUN], cwd=tmp_path,
+                                   env=trainer_env(PYTHONUNBUFFERED="1"), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while "Train Epoch" not in log.read_text():
+            assert time.monotonic() < deadline and started.poll() is None, log.read_text()
+            time.sleep(0.1)
+        trainer_pid = started.pid
+        if as_pid_1:  # unshare's child, PID 1 in its namespace
+            trainer_pid = int(Path(f"/proc/{started.pid}/task/{started.pid}/children").read_text().split()[0])
+            (ns_pids,) = [line for line in Path(f"/proc/{trainer_pid}/status").read_text().splitlines()
+                          if line.startswith("NSpid:")]
+            assert ns_pids.split()[-1] == "1", ns_pids
+        os.kill(trainer_pid, signal.SIGTERM)
+        assert started.wait(timeout=60) == 128 + signal.SIGTERM, log.read_text()
+    finally:
+        started.kill()
+    assert "Stopped by SIGTERM" in log.read_text()
