@@ -271,6 +271,17 @@ def test_command_and_args_replace_the_generated_ones(rendered):
     assert names.index("NCCL_DEBUG") > names.index("XDG_CACHE_HOME"), "user env comes after the chart's"
 
 
+def test_the_trainers_relative_paths_land_on_the_volume_not_the_read_only_image(helm):
+    """Seed-style `args` (--save-model, the default --data-dir data and --dir logs) write relative to the
+    working directory; the image's is on the read-only root filesystem. A custom command keeps the image's."""
+    seed_style = trainer_container(helm.render(CHART, set_values={"args": ["--epochs=1", "--save-model"]}))
+    assert seed_style["workingDir"] == "/mnt/pytorchjob-mnist"
+    assert {"name": "storage", "mountPath": "/mnt/pytorchjob-mnist"} in seed_style["volumeMounts"]
+    assert seed_style["securityContext"]["readOnlyRootFilesystem"] is True
+    own_script = trainer_container(helm.render(CHART, set_values={"command": ["python", "train.py"]}))
+    assert "workingDir" not in own_script
+
+
 def test_user_env_replaces_the_charts_entry_of_the_same_name(helm):
     """env is a keyed list: a duplicate name would make the API server refuse the job."""
     docs = helm.render(CHART, set_values={"env[0].name": "TORCH_HOME", "env[0].value": "/models/torch",

@@ -39,7 +39,7 @@ def test_volume_paths_in_args_and_env_become_local_directories(default_job, tmp_
     assert worker.env["XDG_CACHE_HOME"] == str(tmp_path / "pods/mnist-worker-0/volumes/cache")
     assert dict(master.mounts)["/mnt/pytorchjob-mnist"] == claim == dict(worker.mounts)["/mnt/pytorchjob-mnist"]
     assert "/dev/shm" not in dict(master.mounts), "shared memory stays the host's /dev/shm"
-    assert master.cwd == tmp_path / "pods/mnist-master-0/workdir"
+    assert master.cwd == claim == worker.cwd, "the working directory is on the volume too"
 
 
 def test_env_is_host_env_then_container_env_then_operator_env(default_job, tmp_path):

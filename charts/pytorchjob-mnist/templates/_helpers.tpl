@@ -282,7 +282,12 @@ spec:
         {{- else }}
         {{- include "pytorchjob-mnist.trainerArgs" . | nindent 8 }}
         {{- end }}
-      {{- with .Values.workingDir }}
+      {{- /* The image's working directory is read-only (readOnlyRootFilesystem), so the trainer's
+      relative defaults (--data-dir data, --dir logs, --save-model) go to the volume; a custom
+      command keeps the image's, where its script may live. */}}
+      {{- $workingDir := .Values.workingDir }}
+      {{- if not (or $workingDir .Values.command) }}{{ $workingDir = .Values.persistence.mountPath }}{{ end }}
+      {{- with $workingDir }}
       workingDir: {{ . }}
       {{- end }}
       {{- /* Caches go to the writable emptyDir, wherever scratch.cachePath puts it: the image's own
