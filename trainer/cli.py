@@ -125,8 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="torch.compile the model (needs a compiler in the image: g++ on CPU, gcc or clang on GPU; "
                           "pays off on long GPU runs)")
     opt.add_argument("--threads", type=_non_negative_int, default=0, metavar="N",
-                     help="CPU threads per process; 0 = OMP_NUM_THREADS, else the cgroup CPU quota "
-                          "divided by local processes. torchrun sets OMP_NUM_THREADS=1 for several "
+                     help="CPU threads per process; 0 = OMP_NUM_THREADS, else the cgroup CPU quota (or "
+                          "without one TRAINER_CPU_REQUEST_MILLICORES) divided by local processes. torchrun sets OMP_NUM_THREADS=1 for several "
                           "processes per node, so there a 1 is ignored: use --threads 1 (default: 0)")
     opt.add_argument("--pg-timeout", type=_timeout, default=300.0, metavar="SECONDS",
                      help="process-group timeout: a dead peer fails the job after this long (default: 300)")

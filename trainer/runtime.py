@@ -13,6 +13,9 @@ from pathlib import Path
 import torch
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# The container's requests.cpu in millicores, which the chart passes through the downward API: the
+# one CPU figure a pod without a CPU limit (and so without a quota) has.
+CPU_REQUEST_ENV = "TRAINER_CPU_REQUEST_MILLICORES"
 # glibc mallopt parameters (malloc.h).
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_MAX = -4
@@ -34,16 +37,25 @@ def cpu_quota(cgroup_root: Path = CGROUP_ROOT) -> float | None:
     return None
 
 
-def thread_count(local_world_size: int, cgroup_root: Path = CGROUP_ROOT) -> int:
-    """Intra-op threads per process: usable CPUs (affinity and quota) over local processes.
+def cpu_request(env: Mapping[str, str]) -> float | None:
+    """CPUs the pod requested (CPU_REQUEST_ENV), or None when it is unset or 0 (no request)."""
+    millicores = env.get(CPU_REQUEST_ENV, "")
+    return int(millicores) / 1000 if millicores.isdigit() and int(millicores) > 0 else None
 
-    PyTorch otherwise sizes its pool from the host's cores, not the pod's CPU limit, and a
-    throttled pod runs many times slower.
+
+def thread_count(local_world_size: int, cgroup_root: Path = CGROUP_ROOT, env: Mapping[str, str] | None = None) -> int:
+    """Intra-op threads per process: usable CPUs over local processes. Usable are the CPUs of the
+    affinity mask, capped by the CFS quota (limits.cpu), or without one by requests.cpu.
+
+    PyTorch otherwise sizes its pool from the host's cores, not the pod's: a throttled pod runs many
+    times slower, and pods without a limit that share a node each run a thread per core.
     """
     cpus = len(os.sched_getaffinity(0))
-    quota = cpu_quota(cgroup_root)
-    if quota is not None:
-        cpus = min(cpus, max(1, math.floor(quota)))
+    budget = cpu_quota(cgroup_root)
+    if budget is None:
+        budget = cpu_request(os.environ if env is None else env)
+    if budget is not None:
+        cpus = min(cpus, max(1, math.floor(budget)))
     return max(1, cpus // local_world_size)
 
 

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import os
 import re
 import shutil
 import sys
 from collections import Counter
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from ci.localjob import operator_env as op
@@ -171,10 +173,24 @@ def container_env(container: dict, pod: str, namespace: str) -> list[tuple[str, 
         # The downward-API fields a trainer might read, with their local values.
         value = {"metadata.name": pod, "metadata.namespace": namespace, "spec.nodeName": "localhost",
                  "status.podIP": LOCALHOST, "status.hostIP": LOCALHOST}.get(field)
+        if (resource := var["valueFrom"].get("resourceFieldRef")) and resource.get("resource") == "requests.cpu":
+            value = str(cpu_request(container, resource.get("divisor", "1"), pod))
         if value is None:
             raise UnsupportedPod(f"{pod}: env {var['name']} uses valueFrom {var['valueFrom']}, which has no local value")
         env.append((var["name"], value))
     return env
+
+
+def cpu_request(container: dict, divisor: str, pod: str) -> int:
+    """requests.cpu as the downward API gives it: in units of the divisor (1 or 1m), rounded up; 0 if unset."""
+    def millicores(quantity: object) -> Decimal:
+        text = str(quantity)
+        try:
+            return Decimal(text[:-1]) if text.endswith("m") else Decimal(text) * 1000
+        except InvalidOperation:
+            raise UnsupportedPod(f"{pod}: CPU quantity {text!r} is not a number of cores or millicores") from None
+    requested = ((container.get("resources") or {}).get("requests") or {}).get("cpu", 0)
+    return math.ceil(millicores(requested) / millicores(divisor))
 
 
 def pytorch_container(pod_spec: dict, pod: str) -> dict:

@@ -14,6 +14,7 @@ from tests.support.dockerfile import runtime_env
 from tests.support.helm import REPO, by_kind, one, umbrella_chart
 from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
 from tests.support.pss import restricted_violations
+from trainer.runtime import CPU_REQUEST_ENV
 
 CHART = REPO / "charts" / "pytorchjob-mnist"
 VALUES_FILES = sorted((CHART / "ci").glob("*-values.yaml")) + sorted((CHART / "examples").glob("*-values.yaml"))
@@ -21,6 +22,7 @@ VALUES_FILES = sorted((CHART / "ci").glob("*-values.yaml")) + sorted((CHART / "e
 CACHE_ENV = {"XDG_CACHE_HOME": "/var/cache/trainer", "TORCH_HOME": "/var/cache/trainer/torch",
              "TRITON_HOME": "/var/cache/trainer", "MPLCONFIGDIR": "/var/cache/trainer/matplotlib",
              "CUDA_CACHE_PATH": "/var/cache/trainer/nv"}
+CPU_REQUEST = {CPU_REQUEST_ENV: {"resourceFieldRef": {"resource": "requests.cpu", "divisor": "1m"}}}
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 # Inline combinations on top of the ci/ and examples/ files: together they exercise every value.
@@ -118,8 +120,9 @@ def trainer_container(docs: list[dict], replica: str = "Master") -> dict:
     return next(c for c in containers if c["name"] == "pytorch")
 
 
-def env_of(docs: list[dict], replica: str) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in trainer_container(docs, replica)["env"]}
+def env_of(docs: list[dict], replica: str) -> dict[str, str | dict]:
+    """Each variable's value, or its valueFrom."""
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in trainer_container(docs, replica)["env"]}
 
 
 def flag(args: list[str], name: str) -> str:
@@ -290,8 +293,8 @@ def test_user_env_replaces_the_charts_entry_of_the_same_name(helm):
         env = trainer_container(docs, replica)["env"]
         names = [e["name"] for e in env]
         assert len(names) == len(set(names)), names
-        assert names == [name for name in CACHE_ENV if name != "TORCH_HOME"] + ["TORCH_HOME", "NCCL_DEBUG"]
-        assert {e["name"]: e["value"] for e in env}["TORCH_HOME"] == "/models/torch"
+        assert names == [name for name in CACHE_ENV | CPU_REQUEST if name != "TORCH_HOME"] + ["TORCH_HOME", "NCCL_DEBUG"]
+        assert {e["name"]: e.get("value") for e in env}["TORCH_HOME"] == "/models/torch"
 
 
 # --- storage: per-release directories and the three ways of the seeds ---------------------------
@@ -455,7 +458,7 @@ def test_shm_tmp_and_cache_are_writable_empty_dirs(default_docs):
     mounts = {m["name"]: m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
     assert mounts == {"storage": "/mnt/pytorchjob-mnist", "tmp": "/tmp", "cache": "/var/cache/trainer",
                       "dshm": "/dev/shm"}
-    assert env_of(default_docs, "Master") == CACHE_ENV
+    assert env_of(default_docs, "Master") == CACHE_ENV | CPU_REQUEST, "and the CPU request that sizes the trainer's threads"
     assert spec["securityContext"]["fsGroup"] == 1000, "fsGroup makes the claim writable"
 
 

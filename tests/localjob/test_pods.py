@@ -10,6 +10,7 @@ import pytest
 
 from ci.localjob.pods import REPO, UnsupportedPod, cpu_shares, map_path, plan_pods, with_port
 from tests.support.helm import one
+from trainer.runtime import CPU_REQUEST_ENV
 
 CHART = REPO / "charts" / "pytorchjob-mnist"
 HOST_ENV = {"PATH": "/usr/bin", "HOME": "/home/me", "RANK": "7", "LOCAL_RANK": "3", "PET_NNODES": "9",
@@ -54,6 +55,21 @@ def test_env_is_host_env_then_container_env_then_operator_env(default_job, tmp_p
     assert worker.env["PYTHONPATH"] == f"{REPO}:/opt/lib", "the checkout stands in for the image"
     assert worker.env["MASTER_ADDR"] == worker.env["PET_MASTER_ADDR"] == "127.0.0.1"
     assert dict(worker.injected_env)["MASTER_ADDR"] == "127.0.0.1"
+
+
+def test_the_cpu_request_reaches_the_trainer_as_the_downward_api_gives_it(default_job, tmp_path):
+    """The chart passes requests.cpu in millicores, which sizes the trainer's threads without a CPU limit."""
+    assert plan_pods(default_job, tmp_path, host_env=HOST_ENV)[0].env[CPU_REQUEST_ENV] == "1000"
+
+    def request(cpu: object, divisor: str) -> str:
+        resources = {"requests": {"cpu": cpu}} if cpu is not None else {}
+        job = pod_spec_job(container={"resources": resources, "env": [
+            {"name": "CPUS", "valueFrom": {"resourceFieldRef": {"resource": "requests.cpu", "divisor": divisor}}}]})
+        return plan_pods(job, tmp_path, host_env=HOST_ENV)[0].env["CPUS"]
+    assert [request("500m", "1m"), request(2, "1m"), request("1.5", "1m"), request(None, "1m")] == ["500", "2000", "1500", "0"]
+    assert [request("500m", "1"), request("1.5", "1"), request("2", "1")] == ["1", "2", "2"], "rounded up, as the kubelet does"
+    with pytest.raises(UnsupportedPod, match=re.escape("mnist-master-0: CPU quantity 'lots' is not a number")):
+        request("lots", "1m")
 
 
 def test_references_expand_as_the_kubelet_expands_them(default_job, tmp_path):

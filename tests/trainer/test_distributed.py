@@ -10,7 +10,7 @@ from tests.support.procs import free_port
 from trainer.distributed import (
     LaunchError, check_group_matches, cuda_device, init, read_launch_env, resolve_backend, shutdown,
 )
-from trainer.runtime import cpu_quota, omp_threads_set_by_user, thread_count
+from trainer.runtime import CPU_REQUEST_ENV, cpu_quota, omp_threads_set_by_user, thread_count
 
 
 def test_no_environment_means_one_process():
@@ -129,7 +129,21 @@ def test_threads_are_the_quota_divided_by_local_processes(tmp_path, monkeypatch)
     assert thread_count(4, tmp_path) == 2
     assert thread_count(16, tmp_path) == 1  # never zero
     (tmp_path / "cpu.max").write_text("max 100000\n")
-    assert thread_count(2, tmp_path) == 32
+    assert thread_count(2, tmp_path, env={}) == 32
+
+
+def test_without_a_cpu_limit_threads_follow_the_cpu_request(tmp_path, monkeypatch):
+    """Two pods without a limit on one node (a ReadWriteOnce volume puts them there) would each run a
+    thread per core; the chart passes requests.cpu, which the quota still overrides."""
+    monkeypatch.setattr("trainer.runtime.os.sched_getaffinity", lambda pid: set(range(64)))
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert thread_count(1, tmp_path, env={CPU_REQUEST_ENV: "1000"}) == 1
+    assert thread_count(1, tmp_path, env={CPU_REQUEST_ENV: "2500"}) == 2
+    assert thread_count(2, tmp_path, env={CPU_REQUEST_ENV: "8000"}) == 4
+    assert thread_count(1, tmp_path, env={CPU_REQUEST_ENV: "500"}) == 1  # never zero
+    assert thread_count(1, tmp_path, env={CPU_REQUEST_ENV: "0"}) == 64, "0: the pod requested no CPU"
+    (tmp_path / "cpu.max").write_text("400000 100000\n")
+    assert thread_count(1, tmp_path, env={CPU_REQUEST_ENV: "1000"}) == 4, "a limit is what the pod may use"
 
 
 @pytest.mark.parametrize("env,local_world_size,by_user", [

@@ -291,7 +291,8 @@ spec:
       workingDir: {{ . }}
       {{- end }}
       {{- /* Caches go to the writable emptyDir, wherever scratch.cachePath puts it: the image's own
-      cache variables (docker/Dockerfile) are set again from it. An `env` entry of the same name
+      cache variables (docker/Dockerfile) are set again from it. The trainer sizes its threads to
+      requests.cpu when there is no CPU limit (trainer/runtime.py). An `env` entry of the same name
       replaces the chart's (env is a keyed list: the API server refuses duplicates). The operator
       appends MASTER_*, WORLD_SIZE, RANK and PET_*. */}}
       {{- $userEnv := list }}
@@ -302,7 +303,9 @@ spec:
         (dict "name" "TORCH_HOME" "value" (printf "%s/torch" $cache))
         (dict "name" "TRITON_HOME" "value" $cache)
         (dict "name" "MPLCONFIGDIR" "value" (printf "%s/matplotlib" $cache))
-        (dict "name" "CUDA_CACHE_PATH" "value" (printf "%s/nv" $cache)) }}
+        (dict "name" "CUDA_CACHE_PATH" "value" (printf "%s/nv" $cache))
+        (dict "name" "TRAINER_CPU_REQUEST_MILLICORES"
+              "valueFrom" (dict "resourceFieldRef" (dict "resource" "requests.cpu" "divisor" "1m"))) }}
       {{- if .Values.elasticPolicy.enabled }}
       {{- /* torchrun's agents otherwise keep one store for every rendezvous round, so a restarted
       worker group reads the last round's gloo/NCCL addresses and fails to connect
