@@ -17,7 +17,8 @@
 #
 # Environment: KIND_CLUSTER (default pytorchjob-mnist-e2e), KIND_NODE_IMAGE (kind's default),
 # KEEP_CLUSTER=1 (don't delete the cluster), SKIP_BUILD=1 (reuse E2E_IMAGE), JOB_TIMEOUT (seconds, 900),
-# HELM / KUBECTL (default: .tools/bin from `make tools`, else PATH).
+# HELM / KUBECTL (default: .tools/bin from `make tools`, else PATH), KIND_LOGS_DIR (on failure, the
+# nodes' logs go there: kubelet, containerd, the control plane).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -58,24 +59,41 @@ step() { printf '\n==> %s\n' "$*"; }
 kubectl() { "$KUBECTL" --context "kind-$cluster" "$@"; }
 helm() { "$HELM" --kube-context "kind-$cluster" "$@"; }
 
-# wait_until SECONDS DESCRIPTION COMMAND...: retry COMMAND every 5 s.
+# wait_until SECONDS DESCRIPTION COMMAND...: retry COMMAND every 5 s; on timeout, show its last output.
 wait_until() {
   local deadline=$((SECONDS + $1)) what=$2
   shift 2
   until "$@" >/dev/null 2>&1; do
-    if ((SECONDS >= deadline)); then echo "timed out waiting for $what" >&2; return 1; fi
+    if ((SECONDS >= deadline)); then
+      echo "timed out waiting for $what; the last try said:" >&2
+      "$@" >&2 || true
+      return 1
+    fi
     sleep 5
   done
 }
 
+# pod_logs NAMESPACE SELECTOR: the logs of every container, and of the instance before a restart.
+pod_logs() {
+  kubectl logs -n "$1" -l "$2" --all-containers --prefix --ignore-errors --tail=200 || true
+  kubectl logs -n "$1" -l "$2" --all-containers --prefix --ignore-errors --tail=100 --previous 2>/dev/null || true
+}
+
+# Every command may fail (the cluster may be half made): each is tried on its own. Logs skip
+# containers that have none yet (--ignore-errors), so one waiting pod does not hide the others'.
 diagnostics() {
   step "diagnostics"
   kubectl get nodes -o wide || true
-  kubectl get pods,services,pvc -A -o wide || true
+  kubectl get pods,services,endpointslices,pvc -A -o wide || true
   kubectl get pytorchjobs -A -o yaml || true
-  kubectl get events -A --sort-by=.lastTimestamp | tail -n 60 || true
-  kubectl logs -n "$operator_namespace" -l "app.kubernetes.io/instance=$operator_release" --tail=200 || true
-  kubectl logs -n "$workload_namespace" -l training.kubeflow.org/job-name --all-containers --prefix --tail=100 || true
+  kubectl get validatingwebhookconfiguration "$webhook_configuration" -o yaml || true
+  kubectl describe pods -n "$operator_namespace" || true
+  kubectl describe pods -n "$workload_namespace" || true
+  # kubectl events orders by event time, which the scheduler's events (FailedScheduling) alone set.
+  kubectl events -A | tail -n 100 || true
+  pod_logs "$operator_namespace" "app.kubernetes.io/instance=$operator_release"
+  pod_logs "$workload_namespace" training.kubeflow.org/job-name
+  if [[ -n "${KIND_LOGS_DIR:-}" ]]; then kind export logs "$KIND_LOGS_DIR" --name "$cluster" || true; fi
 }
 
 finish() {
@@ -157,7 +175,7 @@ wait_for_job() {
       echo "PyTorchJob $1 failed" >&2
       return 1
     fi
-    stuck=$(job_pods "$1" -o jsonpath="$waiting_reasons")
+    stuck=$(job_pods "$1" -o jsonpath="$waiting_reasons") || stuck=""  # an API hiccup: look again next time
     if grep -E "$unstartable" <<<"$stuck" >&2; then
       echo "pods of PyTorchJob $1 cannot start" >&2
       return 1
@@ -189,7 +207,8 @@ check_rank0_log() {
     log+=$(kubectl logs "$pod" -n "$workload_namespace" -c pytorch)$'\n'
   done
   grep -E "^World Size: $world\. Rank: 0\." <<<"$log" || { echo "no rank 0 of $1 trained in a world of $world" >&2; return 1; }
-  grep -E '^epoch=[0-9]+ accuracy=[0-9.]+ val_loss=[0-9.]+$' <<<"$log"
+  grep -E '^epoch=[0-9]+ accuracy=[0-9.]+ val_loss=[0-9.]+$' <<<"$log" ||
+    { echo "rank 0 of $1 printed no evaluation line (epoch=N accuracy=… val_loss=…)" >&2; return 1; }
 }
 
 # run_job RELEASE HELM_ARGS...: install pytorchjob-mnist as RELEASE with the local image (local_image,
@@ -212,6 +231,12 @@ run_helm_test() {
 }
 
 step "kind cluster $cluster"
+# Checked before the EXIT trap, which deletes the cluster: this one is somebody else's.
+if kind get clusters 2>/dev/null | grep -qx "$cluster"; then
+  echo "a kind cluster named $cluster exists already (KEEP_CLUSTER=1 keeps one): delete it with" \
+    "\`kind delete cluster --name $cluster\`, or pick another name with KIND_CLUSTER=…" >&2
+  exit 2
+fi
 # Before the create, which takes minutes: a signal then must still delete what it made. On a signal,
 # exit with its status so that finish prints the diagnostics (and deletes the cluster).
 trap finish EXIT
@@ -221,12 +246,14 @@ kind create cluster --name "$cluster" --config "$repo/ci/kind/cluster.yaml" --wa
   ${KIND_NODE_IMAGE:+--image "$KIND_NODE_IMAGE"}
 # Image archives for `kind load image-archive`; finish removes them.
 archives=$(mktemp -d)
+# Images go to the workers only: kind taints the control plane of a cluster with workers.
+workers=$(kind get nodes --name "$cluster" | grep -v -- '-control-plane$' | paste -sd, -)
 
 step "trainer image $image"
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   IMG="$image" VARIANT=cpu CONTAINER_TOOL=docker "$repo/ci/build-image.sh"
 fi
-kind load docker-image "$image" --name "$cluster"
+kind load docker-image "$image" --name "$cluster" --nodes "$workers"
 
 step "operator images (pulled once, loaded into the nodes)"
 operator_images=$(chart_images "$operator_release" "$operator_chart" -n "$operator_namespace" -f "$operator_values")
@@ -240,7 +267,7 @@ while read -r operator_image; do
   # the images (IfNotPresent), so a failed preload only costs time.
   docker pull --quiet --platform "$platform" "$operator_image" &&
     docker image save --platform "$platform" -o "$archives/image.tar" "$operator_image" &&
-    kind load image-archive "$archives/image.tar" --name "$cluster" ||
+    kind load image-archive "$archives/image.tar" --name "$cluster" --nodes "$workers" ||
     echo "warning: could not preload $operator_image; the nodes will pull it" >&2
   rm -f "$archives/image.tar"
 done <<<"$operator_images"
