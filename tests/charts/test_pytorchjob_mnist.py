@@ -11,7 +11,7 @@ import yaml
 
 from tests.support.crd import load_pytorchjob_crd, validate_custom_object
 from tests.support.dockerfile import runtime_env
-from tests.support.helm import REPO, by_kind, one, umbrella_chart
+from tests.support.helm import REPO, by_kind, notes_preview_chart, one, render_notes, umbrella_chart
 from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
 from tests.support.pss import restricted_violations
 from trainer.runtime import CPU_REQUEST_ENV
@@ -682,15 +682,19 @@ def test_argocd_example_skips_dry_run_and_helm_tests(rendered):
     assert not by_kind(docs, "Pod")
 
 
-def notes(helm, *args: str) -> str:
-    if helm.name == "helm3":
-        pytest.skip("Helm 3 needs a reachable cluster to print NOTES (install --dry-run); Helm 4 covers it")
-    result = helm.run("install", "mnist", str(CHART), "--dry-run=client", "--namespace", "ml", *args)
-    return result.stdout.split("NOTES:", 1)[1]
+@pytest.fixture(scope="module")
+def notes_chart(tmp_path_factory) -> Path:
+    return notes_preview_chart(CHART, tmp_path_factory.mktemp("notes"))
 
 
-def test_notes_tell_the_user_what_to_run(helm):
-    text = notes(helm, "--set", "tensorboard.enabled=true")
+@pytest.fixture
+def notes(helm, notes_chart):
+    """NOTES of `helm install mnist -n ml` with these extra flags."""
+    return lambda *args: render_notes(helm, notes_chart, release="mnist", namespace="ml", extra=args)
+
+
+def test_notes_tell_the_user_what_to_run(helm, notes):
+    text = notes("--set", "tensorboard.enabled=true")
     for command in ("kubectl get pytorchjobs mnist -n ml", "kubectl logs -f mnist-master-0 -n ml",
                     "kubectl wait pytorchjob/mnist -n ml --for=condition=Succeeded",
                     "helm test mnist -n ml --timeout 1860s",
@@ -704,39 +708,41 @@ def test_notes_tell_the_user_what_to_run(helm):
     assert "all 2 pods run on one node" in text and "ReadWriteMany" in text
 
 
-def test_notes_warn_when_pods_share_a_node_without_a_cpu_limit(helm):
-    warning = "They have no CPU limit, so each trainer sizes its threads to the whole node"
-    assert warning in notes(helm)
-    assert warning not in notes(helm, "--set", "resources.limits.cpu=2")
-    assert warning not in notes(helm, "--set", "persistence.singleNode=false")
+def test_notes_warn_when_pods_share_a_node_without_a_cpu_request_or_limit(notes):
+    """The trainer sizes its threads to the CPU limit, else the request (the default has one)."""
+    warning = "They have no CPU request or limit, so each trainer sizes its threads to the whole node"
+    assert warning not in notes()
+    assert warning in notes("--set", "resources.requests.cpu=null")
+    assert warning not in notes("--set", "resources.requests.cpu=null", "--set", "resources.limits.cpu=2")
+    assert warning not in notes("--set", "resources.requests.cpu=null", "--set", "persistence.singleNode=false")
 
 
-def test_notes_helm_test_timeout_outlasts_the_test_pods_wait(helm):
+def test_notes_helm_test_timeout_outlasts_the_test_pods_wait(notes):
     """helm test gives up after 5 minutes by default; the test pod waits tests.timeoutSeconds."""
-    text = notes(helm, "--set", "tests.timeoutSeconds=600")
+    text = notes("--set", "tests.timeoutSeconds=600")
     # No --logs: Helm 3 deletes a passed test's pod before reading its logs, then fails (helm/helm#9098).
     assert "helm test mnist -n ml --timeout 660s" in text
 
 
-def test_notes_name_the_kept_host_path_volume_to_delete(helm):
+def test_notes_name_the_kept_host_path_volume_to_delete(notes):
     """A kept hostPath PersistentVolume turns Released; a reinstall's claim stays Pending until it is deleted."""
-    text = notes(helm, "--set", "persistence.hostPath.path=/srv/mnist")
+    text = notes("--set", "persistence.hostPath.path=/srv/mnist")
     assert "kubectl delete pvc mnist-storage -n ml" in text
     assert "kubectl delete pv ml-mnist-storage" in text
 
 
-def test_notes_do_not_offer_to_delete_an_existing_claim_or_spread_a_lone_master(helm):
-    text = notes(helm, "--set", "persistence.existingClaim=tutorial", "--set", "workers=0")
+def test_notes_do_not_offer_to_delete_an_existing_claim_or_spread_a_lone_master(notes):
+    text = notes("--set", "persistence.existingClaim=tutorial", "--set", "workers=0")
     assert "kubectl delete pvc" not in text, "the chart did not create the user's claim"
     assert "run on one node" not in text
 
 
-def test_notes_warn_that_exit_code_recreations_are_unbounded_without_a_deadline(helm):
+def test_notes_warn_that_exit_code_recreations_are_unbounded_without_a_deadline(notes):
     """The operator v1 does not count ExitCode's pod recreations against backoffLimit (kubeflow/trainer#2045)."""
     warning = "Set runPolicy.activeDeadlineSeconds to bound the job"
-    assert warning in notes(helm, "--set", "restartPolicy=ExitCode")
-    assert warning not in notes(helm, "--set", "restartPolicy=ExitCode", "--set", "runPolicy.activeDeadlineSeconds=86400")
-    assert warning not in notes(helm)
+    assert warning in notes("--set", "restartPolicy=ExitCode")
+    assert warning not in notes("--set", "restartPolicy=ExitCode", "--set", "runPolicy.activeDeadlineSeconds=86400")
+    assert warning not in notes()
 
 
 # --- fail guards and schema refusals: each message names the value and the fix ----------------------

@@ -81,6 +81,29 @@ def umbrella_chart(chart: Path, directory: Path) -> Path:
     return parent
 
 
+NOTES_PREVIEW = "templates/notes-preview.yaml"
+
+
+def notes_preview_chart(chart: Path, directory: Path) -> Path:
+    """A copy of `chart` in `directory` whose NOTES.txt is a block scalar of an ordinary template,
+    for render_notes: `helm template` skips NOTES.txt, and Helm 3 cannot dry-run an install without
+    a cluster."""
+    copy = directory / chart.name
+    shutil.copytree(chart, copy)
+    notes = copy / "templates" / "NOTES.txt"
+    indented = "".join("  " + line for line in notes.read_text().splitlines(keepends=True))
+    (copy / NOTES_PREVIEW).write_text("notes: |\n" + indented)
+    notes.unlink()
+    return copy
+
+
+def render_notes(helm: Helm, preview_chart: Path, **template_kwargs) -> str:
+    """The NOTES that installing the chart of notes_preview_chart would print."""
+    extra = (*template_kwargs.pop("extra", ()), "--show-only", NOTES_PREVIEW)
+    (preview,) = helm.render(preview_chart, extra=extra, **template_kwargs)
+    return preview["notes"]
+
+
 def by_kind(docs: list[dict], kind: str) -> list[dict]:
     return [d for d in docs if d.get("kind") == kind]
 
