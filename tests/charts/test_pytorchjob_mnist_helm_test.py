@@ -63,6 +63,22 @@ def test_unfinished_run_times_out_with_a_hint(tmp_path):
     assert "metrics.json of run run-b did not appear within 0s; is the PyTorchJob still running or Failed?" in result.stderr
 
 
+def test_the_check_waits_for_a_run_that_finishes_later(finished_run, tmp_path_factory):
+    """`helm test` right after the install: the pod polls until the run writes its results."""
+    model_dir = tmp_path_factory.mktemp("model")
+    waiting = subprocess.Popen([sys.executable, "-c", SCRIPT, str(model_dir), "0.5", "120", "run-b", "2"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert waiting.stdout.readline() == f"waiting for {model_dir / 'metrics.json'} …\n"
+        for name in ("mnist_cnn.pt", "metrics.json"):  # the trainer's order: metrics.json last
+            (model_dir / name).write_bytes((finished_run / name).read_bytes())
+        output, errors = waiting.communicate(timeout=60)
+    finally:
+        waiting.kill()
+    assert waiting.returncode == 0, errors
+    assert "OK: accuracy 0.9000 >= 0.5; world size 2;" in output
+
+
 def test_an_earlier_runs_metrics_do_not_pass(finished_run):
     """After `kubectl delete pytorchjob` and `helm upgrade`, the old run's file is still on the volume."""
     result = check(finished_run, run_id="run-c")

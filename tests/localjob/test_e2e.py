@@ -76,7 +76,10 @@ def test_model_and_metrics_are_on_the_claim(undisturbed_run):
     model_dir = run_dir / RUN_SUBDIR / "model"
     metrics = json.loads((model_dir / "metrics.json").read_text())
     assert metrics["world_size"] == 2 and metrics["dataset"] == "digits" and metrics["epochs"] == 5
-    assert 0.0 <= metrics["accuracy"] <= 1.0
+    assert metrics["accuracy"] == metrics["history"][-1]["accuracy"]
+    master_log = (run_dir / "logs/mnist-master-0.log").read_text()
+    assert f"epoch=5 accuracy={metrics['accuracy']:.4f} val_loss={metrics['val_loss']:.4f}" in master_log, \
+        "metrics.json holds what the last evaluation printed"
     assert (model_dir / "mnist_cnn.pt").stat().st_size > 0
     assert sorted((run_dir / RUN_SUBDIR / "checkpoints" / metrics["run_id"]).glob("checkpoint-*.pt")), \
         "the run's checkpoints on the claim, under its id"

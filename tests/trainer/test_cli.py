@@ -186,6 +186,14 @@ def test_missing_dataset_names_the_files(tmp_path):
     assert "train-images-idx3-ubyte" in result.stderr
 
 
+def test_a_launch_a_restart_cannot_fix_exits_1(tmp_path):
+    """Under restartPolicy ExitCode, 1 fails the job; 128 would recreate the pod forever."""
+    result = run_trainer([*QUICK, "--dir", ""], cwd=tmp_path, PET_NNODES="2", PET_NPROC_PER_NODE="1")
+    assert result.returncode == 1, result.stderr
+    assert "PET_NNODES=2 makes this pod one of several, but WORLD_SIZE and RANK are not set" in result.stderr
+    assert "Add a Master, or start the trainer with torchrun" in result.stderr
+
+
 def test_a_fallback_is_accepted_beside_a_dataset_that_never_needs_it():
     # `make run` (ci/localjob/run-values.yaml) passes --fallback-dataset digits whatever dataset a user's values choose.
     for dataset in ("digits", "synthetic"):
