@@ -23,6 +23,8 @@ VARIANTS = [None, *CI_VALUES]
 VARIANT_IDS = ["defaults", *(f.name for f in CI_VALUES)]
 RELEASE, NAMESPACE = "training-operator", "kubeflow"
 WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"
+# What Helm 3 and Helm 4 both print when values.schema.json refuses the values (a template `fail` does not).
+SCHEMA_REFUSAL = "values don't meet the specifications of the schema"
 # Kinds from CRDs that kubernetes-validate does not know.
 NOT_BUILTIN = {"ServiceMonitor"}
 
@@ -122,6 +124,37 @@ def test_every_pod_spec_meets_pss_restricted(helm, values_file):
     # context belongs to the user's job, so the container must be restricted on its own).
     for container in init_container_template(docs):
         assert container_violations(container, {}, "init-pytorch") == []
+
+
+def test_pss_check_reports_each_violation():
+    """The `== []` checks above are only as good as the checker: it must name every broken rule,
+    and nothing in a compliant container beside them."""
+    pod = {
+        "hostNetwork": True,
+        "volumes": [{"name": "host", "hostPath": {"path": "/"}}, {"name": "scratch", "emptyDir": {}}],
+        "containers": [
+            {"name": "bad", "securityContext": {
+                "privileged": True,
+                "allowPrivilegeEscalation": True,
+                "capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]},
+            }},
+            {"name": "good", "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "runAsNonRoot": True,
+                "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+                "seccompProfile": {"type": "RuntimeDefault"},
+            }},
+        ],
+    }
+    assert restricted_violations(pod, "pod") == [
+        "pod.hostNetwork: must not be true",
+        "pod.volumes[host]: type ['hostPath'] not allowed",
+        "pod.containers[bad].securityContext.privileged: must not be true",
+        "pod.containers[bad].securityContext.allowPrivilegeEscalation: must be false",
+        "pod.containers[bad].securityContext.capabilities.add: only NET_BIND_SERVICE is allowed",
+        "pod.containers[bad]: runAsNonRoot must be true (container or pod securityContext)",
+        "pod.containers[bad]: seccompProfile.type must be RuntimeDefault or Localhost (container or pod)",
+    ]
 
 
 # --- operator wiring ---------------------------------------------------------------------------
@@ -301,6 +334,24 @@ def test_cluster_mode_rules_cover_only_pytorchjobs(helm):
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
 
 
+def test_existing_service_account_needs_a_name(helm):
+    """Without create or a name the operator would run as the namespace's `default` account, unbound."""
+    error = template_error(helm, **{"serviceAccount.create": False})
+    assert "serviceAccount.name is required when serviceAccount.create=false: name an existing ServiceAccount" in error
+
+
+@pytest.mark.parametrize("scoped", [False, True], ids=["cluster", "namespaced"])
+def test_existing_service_account_is_used_and_bound(helm, scoped):
+    """With create=false the chart must not create the account, but must still run as it and bind it."""
+    docs = render(helm, namespaceScoped=scoped, **{"serviceAccount.create": False, "serviceAccount.name": "sa"})
+    assert not by_kind(docs, "ServiceAccount")
+    assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "sa"
+    bindings = by_kind(docs, "RoleBinding") + by_kind(docs, "ClusterRoleBinding")
+    assert {b["kind"] for b in bindings} == {"RoleBinding", "ClusterRoleBinding"}
+    for binding in bindings:
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "sa", "namespace": NAMESPACE}], binding["metadata"]["name"]
+
+
 def test_user_roles_aggregate_into_builtin_roles(helm):
     docs = render(helm)
     aggregated = {
@@ -326,14 +377,18 @@ def test_tunables_reach_the_operator(helm):
 
 def test_log_level_takes_a_debug_verbosity(helm):
     assert flags(render(helm, logLevel=5))["--zap-log-level"] == "5"
-    assert "logLevel" in template_error(helm, logLevel=0)
+    error = template_error(helm, logLevel=0)
+    assert SCHEMA_REFUSAL in error
+    assert "logLevel" in error
 
 
 def test_fractional_qps_from_a_values_file_is_refused(helm, tmp_path):
     # The operator's --kube-api-qps is an int flag: 2.5 would crash-loop it (--set would pass a string).
     values = tmp_path / "values.yaml"
     values.write_text("kubeAPI:\n  qps: 2.5\n")
-    assert "qps" in template_error(helm, values_file=values)
+    error = template_error(helm, values_file=values)
+    assert SCHEMA_REFUSAL in error
+    assert "qps" in error
 
 
 def test_init_container_user_can_be_left_to_the_platform(helm):
@@ -448,7 +503,9 @@ def test_values_schema_closes_every_object():
 
 @pytest.mark.parametrize(("set_values", "key"), REFUSED_VALUES, ids=[k for _, k in REFUSED_VALUES])
 def test_schema_refuses_bad_values_naming_the_key(helm, set_values, key):
+    """The schema, not a template `fail` that happens to mention the key, refuses each value."""
     error = template_error(helm, **set_values)
+    assert SCHEMA_REFUSAL in error, error
     # Helm 3 reports "a.b: …", Helm 4 "at '/a/b': …"; unknown keys appear by name in both.
     assert key in error or "/" + key.replace(".", "/") in error, error
 
