@@ -4,7 +4,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.helm import REPO, Helm, by_kind, one, umbrella_chart
+from tests.support.helm import REPO, Helm, by_kind, notes_preview_chart, one, render_notes, umbrella_chart
 from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
 from tests.support.pss import container_violations, restricted_violations
 
@@ -430,19 +429,10 @@ def test_service_monitor_is_optional(helm):
 
 
 def test_notes_tell_the_user_what_to_check(helm, tmp_path):
-    # `helm template` skips NOTES.txt (and Helm 3 cannot dry-run an install without a cluster), so
-    # render a copy of the chart in which the notes are a block scalar of an ordinary template.
-    chart = tmp_path / "training-operator"
-    shutil.copytree(CHART, chart)
-    notes_template = chart / "templates" / "NOTES.txt"
-    indented = "".join("  " + line for line in notes_template.read_text().splitlines(keepends=True))
-    (chart / "templates" / "notes-preview.yaml").write_text("notes: |\n" + indented)
-    notes_template.unlink()
+    chart = notes_preview_chart(CHART, tmp_path)
 
     def notes(**set_values):
-        (preview,) = helm.render(chart, set_values=set_values, release=RELEASE, namespace=NAMESPACE,
-                                      extra=("--show-only", "templates/notes-preview.yaml"))
-        return preview["notes"]
+        return render_notes(helm, chart, set_values=set_values, release=RELEASE, namespace=NAMESPACE)
 
     text = notes()
     assert "kubectl get crd pytorchjobs.kubeflow.org" in text
@@ -581,42 +571,3 @@ def test_ct_config_points_at_the_charts():
     assert config["chart-dirs"] == ["charts"]
     assert config["validate-maintainers"] is False
     assert (REPO / config["lint-conf"]).is_file()
-
-
-# --- documentation -------------------------------------------------------------------------------
-
-
-def documented_value_keys() -> dict[str, bool]:
-    """Every key path of values.yaml -> whether a `# --` comment block sits right above it."""
-    keys, stack, comments = {}, [], []
-    for line in (CHART / "values.yaml").read_text().splitlines():
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            comments.append(stripped)
-            continue
-        indent = len(line) - len(line.lstrip())
-        key = stripped.split(":", 1)[0] if ":" in stripped and not stripped.startswith("-") else None
-        if key:
-            while stack and stack[-1][0] >= indent:
-                stack.pop()
-            stack.append((indent, key))
-            keys[".".join(k for _, k in stack)] = any(c.startswith("# --") for c in comments)
-        comments = []
-    return keys
-
-
-def test_every_value_is_documented():
-    keys = documented_value_keys()
-    undocumented = [
-        path for path, documented in keys.items()
-        if not documented
-        and not any(keys.get(ancestor) for ancestor in (path.rsplit(".", n)[0] for n in range(1, path.count(".") + 1)))
-        and not any(other.startswith(path + ".") for other in keys)  # parents are documented through their leaves
-    ]
-    assert undocumented == [], "add a `# --` comment above these values"
-
-
-def test_readme_lists_every_documented_value():
-    readme = (CHART / "README.md").read_text()
-    missing = [path for path, documented in documented_value_keys().items() if documented and f"| `{path}` |" not in readme]
-    assert missing == [], "add these keys to the README values table"
