@@ -126,8 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "pays off on long GPU runs)")
     opt.add_argument("--threads", type=_non_negative_int, default=0, metavar="N",
                      help="CPU threads per process; 0 = OMP_NUM_THREADS, else the cgroup CPU quota (or "
-                          "without one TRAINER_CPU_REQUEST_MILLICORES) divided by local processes. torchrun sets OMP_NUM_THREADS=1 for several "
-                          "processes per node, so there a 1 is ignored: use --threads 1 (default: 0)")
+                          "without one TRAINER_CPU_REQUEST_MILLICORES) divided by local processes. torchrun "
+                          "sets OMP_NUM_THREADS=1 for several processes per node, so there a 1 is ignored: "
+                          "use --threads 1 (default: 0)")
     opt.add_argument("--pg-timeout", type=_timeout, default=300.0, metavar="SECONDS",
                      help="process-group timeout: a dead peer fails the job after this long (default: 300)")
     opt.add_argument("--startup-timeout", type=_timeout, default=1800.0, metavar="SECONDS",
@@ -291,7 +292,7 @@ def _write_outputs(args: argparse.Namespace, net: Net, metrics: dict, reporter: 
 
 
 def _exit_on_sigterm(signum: int, frame) -> None:
-    os.write(2, b"Stopped by SIGTERM (the pod is being deleted, evicted or preempted)\n")
+    os.write(2, b"Stopped by SIGTERM\n")
     raise SystemExit(128 + signum)  # what the kubelet reports for a process SIGTERM ended: retryable
 
 

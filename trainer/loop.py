@@ -77,6 +77,10 @@ def read_latest_checkpoint(store: CheckpointStore | None, ctx: DistContext) -> C
     return ctx.broadcast_from_main(latest)
 
 
+def _epochs(count: int) -> str:
+    return "its 1 epoch" if count == 1 else f"all {count} epochs"
+
+
 def autocast_for(device: torch.device):
     """bf16 autocast on GPUs with bf16 hardware (Ampere on); CPU stays fp32 (bf16 only pays with
     AMX/AVX512). Emulated bf16 (e.g. a T4) is slower than fp32 and has no cuDNN convolutions."""
@@ -218,7 +222,8 @@ class Trainer:
                 f"{self.ctx.world_size}; the rest of epoch {progress.epoch} is resharded over "
                 f"{self.ctx.world_size} ranks, so the result differs from an uninterrupted run"
             )
-        self.reporter.info(f"Resumed from {path} (epoch {self.progress.epoch}, step {self.progress.step})")
+        where = f"in epoch {progress.epoch}" if progress.consumed else f"the end of epoch {progress.epoch - 1}"
+        self.reporter.info(f"Resumed from {path} (step {progress.step}, {where})")
         self.reporter.resume_after(progress.step)
         if progress.epoch > self.config.epochs:
             last = progress.history[-1]
@@ -228,7 +233,7 @@ class Trainer:
                 more = (f"its {self.config.lr_schedule} schedule spans exactly these epochs, so to train longer "
                         "start a new run in another --checkpoint-dir.")
             self.reporter.info(
-                f"That run has finished all {self.config.epochs} epochs (accuracy={last['accuracy']:.4f}), so "
+                f"That run has finished {_epochs(self.config.epochs)} (accuracy={last['accuracy']:.4f}), so "
                 f"nothing is left to train; {more}"
             )
 

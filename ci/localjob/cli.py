@@ -146,7 +146,15 @@ def main(argv: list[str] | None = None, out=sys.stdout) -> int:
     result = runner.run()
     runner.say(f"PyTorchJob {job['metadata']['name']} {result.state}: {result.reason} "
                f"(restarts: {result.restarts}, exit codes: {result.exit_codes})")
+    if result.succeeded and (outputs := _output_dir(pods[0])):
+        runner.say(f"the model and metrics.json are in {outputs}")
     return 0 if result.succeeded else 1
+
+
+def _output_dir(master: LocalPod) -> str | None:
+    """The trainer's --output-dir (a local path now), unless custom args leave it out."""
+    argv = list(master.argv)
+    return argv[argv.index("--output-dir") + 1] if "--output-dir" in argv[:-1] else None
 
 
 def _replica_counts(job: dict) -> dict[str, int]:

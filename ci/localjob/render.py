@@ -10,6 +10,9 @@ import yaml
 
 from ci.localjob.pods import REPO
 
+# Helm's last line on a failed template, naming its own --debug flag, which this runner does not take.
+HELM_DEBUG_HINT = "Use --debug flag to render out invalid YAML"
+
 
 class RenderError(RuntimeError):
     """Helm failed or the rendering holds no single PyTorchJob; the message says which."""
@@ -40,7 +43,8 @@ def render_job(helm: str, chart: Path, release: str, namespace: str, helm_args: 
     command = [helm, "template", release, str(chart), "--namespace", namespace, "--skip-tests", *helm_args]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
-        raise RenderError(f"helm template failed:\n{result.stderr.strip()}")
+        message = "\n".join(line for line in result.stderr.strip().splitlines() if line != HELM_DEBUG_HINT)
+        raise RenderError(f"helm template failed:\n{message.strip()}")
     jobs = [d for d in yaml.safe_load_all(result.stdout) if d and d.get("kind") == "PyTorchJob"]
     if len(jobs) != 1:
         raise RenderError(f"expected exactly one PyTorchJob in the rendering of {chart}, found {len(jobs)}")

@@ -283,8 +283,9 @@ class JobRunner:
         if not retryable(pod.restart_policy, code):
             return f"{pod.name} exited with code {describe(code)} and restartPolicy {pod.restart_policy} does not restart it"
         if self.backoff_limit is not None and self.restarts + 1 >= self.backoff_limit:
+            # `restarts` counts the restarts done, as the summary line reports them: one fewer than the failures.
             reason = (f"{pod.name} exited with code {describe(code)}; backoffLimit {self.backoff_limit} reached "
-                      f"(restart {self.restarts + 1} of the job)")
+                      f"at the job's failure {self.restarts + 1}")
             if pod.restart_policy == "ExitCode":
                 until = ("until runPolicy.activeDeadlineSeconds" if self.active_deadline_seconds is not None
                          else "forever; set runPolicy.activeDeadlineSeconds to bound it")

@@ -42,6 +42,13 @@ def test_values_refused_by_the_chart_are_reported(tmp_path, capsys):
     assert "helm template failed" in error and "wokers" in error
 
 
+def test_guard_messages_come_without_helms_hint_at_a_flag_the_runner_lacks(tmp_path, capsys):
+    assert main(["--run-dir", str(tmp_path), "--set", "backend=nccl"]) == 2
+    error = capsys.readouterr().err
+    assert "backend: nccl needs GPUs but gpu is 0; set gpu to the GPUs per replica, or backend to gloo" in error
+    assert "--debug" not in error
+
+
 def test_busy_port_is_reported_with_the_fix(tmp_path, capsys):
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))

@@ -48,9 +48,10 @@ def undisturbed_run(tmp_path_factory):
 
 
 def test_default_job_succeeds(undisturbed_run):
-    returncode, output, _ = undisturbed_run
+    returncode, output, run_dir = undisturbed_run
     assert returncode == 0, output
     assert "[localjob] PyTorchJob mnist Succeeded: the Master succeeded (restarts: 0" in output
+    assert output.rstrip().endswith(f"[localjob] the model and metrics.json are in {run_dir / RUN_SUBDIR / 'model'}")
 
 
 def test_runner_prints_the_operator_environment_with_local_hosts(undisturbed_run):

@@ -131,7 +131,8 @@ def test_backoff_limit_fails_the_job_when_the_restarts_reach_it(tmp_path, limit,
     """As the operator: it fails the job once the pods' restart counts add up to backoffLimit."""
     result, _ = run(tmp_path, [pod(tmp_path, "job-master-0", "1")], backoff_limit=limit)
     assert result.state == "Failed" and f"backoffLimit {limit} reached" in result.reason
-    assert attempts(tmp_path, "job-master-0") == failures
+    assert result.reason.endswith(f"backoffLimit {limit} reached at the job's failure {failures}")
+    assert attempts(tmp_path, "job-master-0") == failures and result.restarts == failures - 1
 
 
 def test_exit_code_backoff_says_the_operator_would_not_stop(tmp_path):

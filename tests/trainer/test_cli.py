@@ -1,6 +1,7 @@
 """Bad input fails fast with the flag and the fix; the CLI keeps the seed script's flags."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -233,7 +234,7 @@ def test_restart_resumes_only_a_run_with_the_same_settings(tmp_path):
     assert first.returncode == 0, first.stderr
     again = run_trainer([*QUICK, "--dir", "", "--checkpoint-dir", "ckpt"], cwd=tmp_path)
     assert again.returncode == 0, again.stderr
-    assert "That run has finished all 1 epochs (accuracy=0." in again.stdout
+    assert "That run has finished its 1 epoch (accuracy=0." in again.stdout
     assert "nothing is left to train; a run with more --epochs on this --checkpoint-dir trains on" in again.stdout
     assert "Train Epoch" not in again.stdout
 
@@ -246,7 +247,8 @@ def test_restart_resumes_only_a_run_with_the_same_settings(tmp_path):
     killed_save.write_bytes(b"half a checkpoint")
     longer = run_trainer([*QUICK, "--dir", "", "--checkpoint-dir", "ckpt", "--epochs", "2"], cwd=tmp_path)
     assert longer.returncode == 0, longer.stderr
-    assert "Resumed from ckpt/checkpoint-" in longer.stdout and "epoch 2" in longer.stdout
+    assert re.search(r"Resumed from ckpt/checkpoint-\d+\.pt \(step \d+, the end of epoch 1\)", longer.stdout), longer.stdout
+    assert "Train Epoch: 2 " in longer.stdout
     assert not killed_save.exists()
 
 

@@ -126,5 +126,5 @@ def test_three_ranks_resume_from_a_mid_epoch_checkpoint_to_the_same_weights(tmp_
     shutil.copy(reference / "ckpt" / "checkpoint-000000004.pt", resumed / "ckpt")  # 4 of 10 steps
 
     assert wait_all(start_pods(args, resumed, 3, free_port())) == [0, 0, 0], (resumed / "rank0.log").read_text()
-    assert "Resumed from ckpt/checkpoint-000000004.pt" in (resumed / "rank0.log").read_text()
+    assert "Resumed from ckpt/checkpoint-000000004.pt (step 4, in epoch 1)" in (resumed / "rank0.log").read_text()
     assert_same_weights(reference / "out" / "mnist_cnn.pt", resumed / "out" / "mnist_cnn.pt")

@@ -136,7 +136,7 @@ def test_resuming_a_finished_run_says_how_to_train_longer(tmp_path, capsys, sche
     writer.progress.epoch, writer.progress.history = 2, [{"epoch": 1, "accuracy": 0.5, "val_loss": 1.0}]
     writer._checkpoint()
     _resume(Trainer(Net(), _numbered_dataset(), ctx, config, Reporter(True, None), store))
-    assert f"finished all 1 epochs (accuracy=0.5000), so nothing is left to train; {advice}" in capsys.readouterr().out
+    assert f"finished its 1 epoch (accuracy=0.5000), so nothing is left to train; {advice}" in capsys.readouterr().out
 
 
 def _scalar_events(log_dir) -> list:
