@@ -232,7 +232,8 @@ run_helm_test() {
 
 step "kind cluster $cluster"
 # Checked before the EXIT trap, which deletes the cluster: this one is somebody else's.
-if kind get clusters 2>/dev/null | grep -qx "$cluster"; then
+existing_clusters=$(kind get clusters 2>/dev/null) || existing_clusters=""
+if grep -qx -- "$cluster" <<<"$existing_clusters"; then
   echo "a kind cluster named $cluster exists already (KEEP_CLUSTER=1 keeps one): delete it with" \
     "\`kind delete cluster --name $cluster\`, or pick another name with KIND_CLUSTER=…" >&2
   exit 2

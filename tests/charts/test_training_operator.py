@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.helm import REPO, Helm, by_kind, notes_preview_chart, one, render_notes, umbrella_chart
+from tests.support.helm import (REPO, SCHEMA_REFUSAL, Helm, by_kind, notes_preview_chart, one, render_notes,
+                                 umbrella_chart)
 from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
 from tests.support.pss import container_violations, restricted_violations
 
@@ -22,8 +23,6 @@ VARIANTS = [None, *CI_VALUES]
 VARIANT_IDS = ["defaults", *(f.name for f in CI_VALUES)]
 RELEASE, NAMESPACE = "training-operator", "kubeflow"
 WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"
-# What Helm 3 and Helm 4 both print when values.schema.json refuses the values (a template `fail` does not).
-SCHEMA_REFUSAL = "values don't meet the specifications of the schema"
 # Kinds from CRDs that kubernetes-validate does not know.
 NOT_BUILTIN = {"ServiceMonitor"}
 

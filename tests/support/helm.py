@@ -12,6 +12,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 TOOLS_BIN = Path(os.environ.get("TOOLS_BIN", REPO / ".tools" / "bin"))
 HELM_NAMES = ("helm3", "helm4")
+# What Helm 3 and Helm 4 both print when values.schema.json refuses the values (a template `fail` does not).
+SCHEMA_REFUSAL = "values don't meet the specifications of the schema"
 
 
 def helm_binary(name: str) -> str | None:
