@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import signal
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -21,6 +19,7 @@ from trainer.loop import (LR_SCHEDULES, IncompatibleCheckpoint, NonFiniteLoss, T
 from trainer.metrics import Reporter, write_metrics_json
 from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net
 from trainer.runtime import configure_device, configure_threads, missing_compiler
+from trainer.sigterm import exit_on_sigterm
 
 MODEL_FILE = "mnist_cnn.pt"
 METRICS_FILE = "metrics.json"
@@ -291,17 +290,9 @@ def _write_outputs(args: argparse.Namespace, net: Net, metrics: dict, reporter: 
         reporter.info(f"Saved metrics to {metrics_path}")
 
 
-def _exit_on_sigterm(signum: int, frame) -> None:
-    os.write(2, b"Stopped by SIGTERM\n")
-    raise SystemExit(128 + signum)  # what the kubelet reports for a process SIGTERM ended: retryable
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    # As a container's PID 1 (the chart's command without torchrun) the kernel drops signals that
-    # have no handler, so without one the kubelet waits out the grace period and SIGKILLs the pod.
-    # Checkpoints and outputs are written atomically, so stopping between any two steps loses none.
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    exit_on_sigterm()
     try:
         run(args)
     except (LaunchError, datasets.DatasetUnavailable, NonFiniteLoss, IncompatibleCheckpoint) as error:

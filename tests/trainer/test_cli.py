@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tests.support.procs import run_trainer, trainer_env
+from tests.support.procs import free_port, run_trainer, trainer_env
 from trainer import data as datasets
 from trainer.benchmark import write_idx_dataset
 from trainer.cli import build_parser, load_data, parse_args
@@ -260,22 +260,36 @@ def _pid_namespaces_work() -> bool:
         ["unshare", "--user", "--map-root-user", "--pid", "--fork", "true"], capture_output=True).returncode == 0
 
 
-@pytest.mark.parametrize("as_pid_1", [
-    False,
-    pytest.param(True, marks=pytest.mark.skipif(not _pid_namespaces_work(),
-                                                reason="unshare cannot create a PID namespace here")),
-])
-def test_sigterm_stops_training_with_143(tmp_path, as_pid_1):
+def _listening(port: int) -> bool:
+    """Whether a socket of this network namespace listens on `port` (state 0A in /proc/net/tcp*)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for entry in Path(table).read_text().splitlines()[1:]:
+            local_address, state = entry.split()[1], entry.split()[3]
+            if state == "0A" and int(local_address.rsplit(":", 1)[1], 16) == port:
+                return True
+    return False
+
+
+@pytest.mark.parametrize("as_pid_1", [False, True], ids=["child", "pid-1"])
+@pytest.mark.parametrize("stopped_in", ["training", "rendezvous"])
+def test_sigterm_stops_the_trainer_with_143(tmp_path, as_pid_1, stopped_in):
     """The kubelet stops a pod with SIGTERM, sent from outside the container's PID namespace. As PID 1
-    (the chart's command without torchrun) a process without a handler would never see it."""
+    (the chart's command without torchrun) a process without a handler never sees it, and a Python
+    handler alone waits while the main thread is in C++: here a Master waiting for a Worker that never
+    comes, for up to --startup-timeout."""
+    if as_pid_1 and not _pid_namespaces_work():
+        pytest.skip("unshare cannot create a PID namespace here")
     prefix = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child"] if as_pid_1 else []
+    env, port = {}, free_port()
+    if stopped_in == "rendezvous":
+        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2", "RANK": "0"}
     log = tmp_path / "trainer.log"
     with open(log, "w") as out:
         started = subprocess.Popen([*prefix, sys.executable, "-m", "trainer", *LONG_RUN], cwd=tmp_path,
-                                   env=trainer_env(PYTHONUNBUFFERED="1"), stdout=out, stderr=subprocess.STDOUT)
+                                   env=trainer_env(PYTHONUNBUFFERED="1", **env), stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
-        while "Train Epoch" not in log.read_text():
+        while not ("Train Epoch" in log.read_text() if stopped_in == "training" else _listening(port)):
             assert time.monotonic() < deadline and started.poll() is None, log.read_text()
             time.sleep(0.1)
         trainer_pid = started.pid
