@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 
+from trainer.distributed import LaunchError
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # The container's requests.cpu in millicores, which the chart passes through the downward API: the
 # one CPU figure a pod without a CPU limit (and so without a quota) has.
@@ -40,7 +42,11 @@ def cpu_quota(cgroup_root: Path = CGROUP_ROOT) -> float | None:
 def cpu_request(env: Mapping[str, str]) -> float | None:
     """CPUs the pod requested (CPU_REQUEST_ENV), or None when it is unset or 0 (no request)."""
     millicores = env.get(CPU_REQUEST_ENV, "")
-    return int(millicores) / 1000 if millicores.isdigit() and int(millicores) > 0 else None
+    if millicores and not millicores.isdigit():
+        # Only a user's own env entry can get here; ignoring it would give every core of the node.
+        raise LaunchError(f"{CPU_REQUEST_ENV}={millicores!r} is not a whole number of millicores (the chart sets "
+                          "it from requests.cpu); drop that env entry, or set it to e.g. 2500 for 2.5 CPUs")
+    return int(millicores) / 1000 if millicores and int(millicores) > 0 else None
 
 
 def thread_count(local_world_size: int, cgroup_root: Path = CGROUP_ROOT, env: Mapping[str, str] | None = None) -> int:
@@ -60,7 +66,8 @@ def thread_count(local_world_size: int, cgroup_root: Path = CGROUP_ROOT, env: Ma
 
 
 def configure_threads(requested: int, local_world_size: int) -> int:
-    """Apply --threads, else respect the user's OMP_NUM_THREADS, else size from the cgroup quota."""
+    """Apply --threads, else respect the user's OMP_NUM_THREADS, else size from the CPU quota or
+    request (thread_count)."""
     if requested > 0:
         threads = requested
     elif omp_threads_set_by_user(os.environ, local_world_size):

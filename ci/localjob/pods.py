@@ -8,7 +8,8 @@ Deliberate deviations from a cluster, all because every pod shares this machine:
 - a claim is a directory shared by all pods, an emptyDir a per-pod directory, and /dev/shm
   the host's own shared memory;
 - each pod is pinned to an equal share of this machine's CPUs, as CPU limits would split a node,
-  so the trainer sizes its threads to that share instead of every pod taking every core;
+  so no trainer sizes its threads to every core (within its share, requests.cpu sizes them, as on
+  a cluster: 1 thread with the chart's default);
 - GPU pods get disjoint slices of the GPUs torch sees here (the shell's CUDA_VISIBLE_DEVICES
   picks them, if set), in pod order, as their CUDA_VISIBLE_DEVICES (the device plugin's part),
   and other pods an empty one, so they see no GPU;
@@ -174,14 +175,14 @@ def container_env(container: dict, pod: str, namespace: str) -> list[tuple[str, 
         value = {"metadata.name": pod, "metadata.namespace": namespace, "spec.nodeName": "localhost",
                  "status.podIP": LOCALHOST, "status.hostIP": LOCALHOST}.get(field)
         if (resource := var["valueFrom"].get("resourceFieldRef")) and resource.get("resource") == "requests.cpu":
-            value = str(cpu_request(container, resource.get("divisor", "1"), pod))
+            value = str(downward_cpu_request(container, resource.get("divisor", "1"), pod))
         if value is None:
             raise UnsupportedPod(f"{pod}: env {var['name']} uses valueFrom {var['valueFrom']}, which has no local value")
         env.append((var["name"], value))
     return env
 
 
-def cpu_request(container: dict, divisor: str, pod: str) -> int:
+def downward_cpu_request(container: dict, divisor: str, pod: str) -> int:
     """requests.cpu as the downward API gives it: in units of the divisor (1 or 1m), rounded up; 0 if unset."""
     def millicores(quantity: object) -> Decimal:
         text = str(quantity)

@@ -23,6 +23,8 @@ CACHE_ENV = {"XDG_CACHE_HOME": "/var/cache/trainer", "TORCH_HOME": "/var/cache/t
              "TRITON_HOME": "/var/cache/trainer", "MPLCONFIGDIR": "/var/cache/trainer/matplotlib",
              "CUDA_CACHE_PATH": "/var/cache/trainer/nv"}
 CPU_REQUEST = {CPU_REQUEST_ENV: {"resourceFieldRef": {"resource": "requests.cpu", "divisor": "1m"}}}
+# The trainer's own env beside the caches: its thread budget, and no working directory (the volume) on sys.path.
+TRAINER_ENV = CPU_REQUEST | {"PYTHONSAFEPATH": "1"}
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 # Inline combinations on top of the ci/ and examples/ files: together they exercise every value.
@@ -281,8 +283,10 @@ def test_the_trainers_relative_paths_land_on_the_volume_not_the_read_only_image(
     assert seed_style["workingDir"] == "/mnt/pytorchjob-mnist"
     assert {"name": "storage", "mountPath": "/mnt/pytorchjob-mnist"} in seed_style["volumeMounts"]
     assert seed_style["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {"name": "PYTHONSAFEPATH", "value": "1"} in seed_style["env"], "the volume must not shadow packages"
     own_script = trainer_container(helm.render(CHART, set_values={"command": ["python", "train.py"]}))
     assert "workingDir" not in own_script
+    assert "PYTHONSAFEPATH" not in {e["name"] for e in own_script["env"]}, "train.py may import its neighbours"
 
 
 def test_user_env_replaces_the_charts_entry_of_the_same_name(helm):
@@ -293,7 +297,7 @@ def test_user_env_replaces_the_charts_entry_of_the_same_name(helm):
         env = trainer_container(docs, replica)["env"]
         names = [e["name"] for e in env]
         assert len(names) == len(set(names)), names
-        assert names == [name for name in CACHE_ENV | CPU_REQUEST if name != "TORCH_HOME"] + ["TORCH_HOME", "NCCL_DEBUG"]
+        assert names == [name for name in CACHE_ENV | TRAINER_ENV if name != "TORCH_HOME"] + ["TORCH_HOME", "NCCL_DEBUG"]
         assert {e["name"]: e.get("value") for e in env}["TORCH_HOME"] == "/models/torch"
 
 
@@ -458,7 +462,7 @@ def test_shm_tmp_and_cache_are_writable_empty_dirs(default_docs):
     mounts = {m["name"]: m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
     assert mounts == {"storage": "/mnt/pytorchjob-mnist", "tmp": "/tmp", "cache": "/var/cache/trainer",
                       "dshm": "/dev/shm"}
-    assert env_of(default_docs, "Master") == CACHE_ENV | CPU_REQUEST, "and the CPU request that sizes the trainer's threads"
+    assert env_of(default_docs, "Master") == CACHE_ENV | TRAINER_ENV
     assert spec["securityContext"]["fsGroup"] == 1000, "fsGroup makes the claim writable"
 
 

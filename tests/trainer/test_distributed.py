@@ -1,4 +1,5 @@
 import os
+import re
 import time
 
 import pytest
@@ -144,6 +145,14 @@ def test_without_a_cpu_limit_threads_follow_the_cpu_request(tmp_path, monkeypatc
     assert thread_count(1, tmp_path, env={CPU_REQUEST_ENV: "0"}) == 64, "0: the pod requested no CPU"
     (tmp_path / "cpu.max").write_text("400000 100000\n")
     assert thread_count(1, tmp_path, env={CPU_REQUEST_ENV: "1000"}) == 4, "a limit is what the pod may use"
+
+
+@pytest.mark.parametrize("value", ["2.5", "500m", "-1"])
+def test_a_cpu_request_that_is_not_millicores_is_refused(tmp_path, value):
+    """Only a user's own env entry can set it so; ignoring it would size the threads to the whole node."""
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    with pytest.raises(LaunchError, match=re.escape(f"{CPU_REQUEST_ENV}={value!r} is not a whole number of millicores")):
+        thread_count(1, tmp_path, env={CPU_REQUEST_ENV: value})
 
 
 @pytest.mark.parametrize("env,local_world_size,by_user", [

@@ -306,6 +306,10 @@ spec:
         (dict "name" "CUDA_CACHE_PATH" "value" (printf "%s/nv" $cache))
         (dict "name" "TRAINER_CPU_REQUEST_MILLICORES"
               "valueFrom" (dict "resourceFieldRef" (dict "resource" "requests.cpu" "divisor" "1m"))) }}
+      {{- if not .Values.command }}
+      {{- /* `python -m` would put the working directory, the shared volume, first on sys.path. */}}
+      {{- $chartEnv = append $chartEnv (dict "name" "PYTHONSAFEPATH" "value" "1") }}
+      {{- end }}
       {{- if .Values.elasticPolicy.enabled }}
       {{- /* torchrun's agents otherwise keep one store for every rendezvous round, so a restarted
       worker group reads the last round's gloo/NCCL addresses and fails to connect
