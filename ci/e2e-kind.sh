@@ -234,7 +234,7 @@ step "kind cluster $cluster"
 # Checked before the EXIT trap, which deletes the cluster: this one is somebody else's.
 existing_clusters=$(kind get clusters 2>/dev/null) || existing_clusters=""
 if grep -qx -- "$cluster" <<<"$existing_clusters"; then
-  echo "a kind cluster named $cluster exists already (KEEP_CLUSTER=1 keeps one): delete it with" \
+  echo "a kind cluster named $cluster exists already (a KEEP_CLUSTER=1 run leaves one): delete it with" \
     "\`kind delete cluster --name $cluster\`, or pick another name with KIND_CLUSTER=…" >&2
   exit 2
 fi
@@ -247,7 +247,8 @@ kind create cluster --name "$cluster" --config "$repo/ci/kind/cluster.yaml" --wa
   ${KIND_NODE_IMAGE:+--image "$KIND_NODE_IMAGE"}
 # Image archives for `kind load image-archive`; finish removes them.
 archives=$(mktemp -d)
-# Images go to the workers only: kind taints the control plane of a cluster with workers.
+# Images go to the workers only: kind taints the control plane of a cluster with workers (and
+# ci/kind/cluster.yaml has two, so grep finds some and does not fail the script).
 workers=$(kind get nodes --name "$cluster" | grep -v -- '-control-plane$' | paste -sd, -)
 
 step "trainer image $image"
