@@ -13,6 +13,8 @@ from trainer.fileio import atomic_write, remove_partial_writes
 
 FORMAT_VERSION = 2  # 2: `consumed` (samples of the epoch, all ranks) replaced the per-rank `batch`
 _NAME = re.compile(r"^checkpoint-(\d+)\.pt$")
+# A checkpoint's path and state, or (None, None) when there is none to resume.
+Checkpoint = tuple[Path, dict] | tuple[None, None]
 
 
 @dataclass
@@ -68,7 +70,7 @@ class CheckpointStore:
             stale.unlink(missing_ok=True)
         return path
 
-    def load_latest(self) -> tuple[Path, dict] | tuple[None, None]:
+    def load_latest(self) -> Checkpoint:
         """The newest checkpoint that loads and looks complete; only the writer may call this.
 
         Each newer one that does not decode is renamed to `<name>.unreadable` with a warning: kept

@@ -5,14 +5,13 @@ import math
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from trainer.checkpoint import PROGRESS_KEYS, CheckpointStore, Progress
+from trainer.checkpoint import PROGRESS_KEYS, Checkpoint, CheckpointStore, Progress
 from trainer.data import Dataset, epoch_shard, eval_shard
 from trainer.distributed import DistContext
 from trainer.metrics import Reporter
@@ -60,9 +59,6 @@ def lr_at(config: TrainConfig, step: int, total_steps: int) -> float:
     if step < warmup:
         return config.lr * (0.1 + 0.9 * step / warmup)
     return config.lr * max(0.0, (total_steps - step) / max(1, total_steps - warmup))
-
-
-Checkpoint = tuple[Path, dict] | tuple[None, None]
 
 
 def read_latest_checkpoint(store: CheckpointStore | None, ctx: DistContext) -> Checkpoint:

@@ -298,7 +298,7 @@ def test_user_env_replaces_the_charts_entry_of_the_same_name(helm):
         names = [e["name"] for e in env]
         assert len(names) == len(set(names)), names
         assert names == [name for name in CACHE_ENV | TRAINER_ENV if name != "TORCH_HOME"] + ["TORCH_HOME", "NCCL_DEBUG"]
-        assert {e["name"]: e.get("value") for e in env}["TORCH_HOME"] == "/models/torch"
+        assert env_of(docs, replica)["TORCH_HOME"] == "/models/torch"
 
 
 # --- storage: per-release directories and the three ways of the seeds ---------------------------

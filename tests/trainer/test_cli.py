@@ -1,4 +1,5 @@
 """Bad input fails fast with the flag and the fix; the CLI keeps the seed script's flags."""
+import functools
 import json
 import os
 import re
@@ -255,6 +256,7 @@ def test_restart_resumes_only_a_run_with_the_same_settings(tmp_path):
 LONG_RUN = ["--dataset", "synthetic", "--epochs", "100", "--threads", "1", "--dir", "", "--log-interval", "1"]
 
 
+@functools.cache
 def _pid_namespaces_work() -> bool:
     return shutil.which("unshare") is not None and subprocess.run(
         ["unshare", "--user", "--map-root-user", "--pid", "--fork", "true"], capture_output=True).returncode == 0
@@ -264,7 +266,8 @@ def _listening(port: int) -> bool:
     """Whether a socket of this network namespace listens on `port` (state 0A in /proc/net/tcp*)."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for entry in Path(table).read_text().splitlines()[1:]:
-            local_address, state = entry.split()[1], entry.split()[3]
+            fields = entry.split()
+            local_address, state = fields[1], fields[3]
             if state == "0A" and int(local_address.rsplit(":", 1)[1], 16) == port:
                 return True
     return False
