@@ -7,7 +7,8 @@ model in DDP inside a one-rank gloo group, and SGD. Each side runs in its own ch
 set up as its program would be (this trainer applies its runtime tuning, the seed script none).
 Runs alternate between the sides so background load hits both alike; medians are reported.
 A kernel floor (the model's convolutions and matmuls alone) shows how far either goal can go on
-PyTorch's CPU kernels.
+PyTorch's CPU kernels. On CPUs with bf16 hardware, the trainer's opt-in --precision bf16 is
+measured too, against the seed and against a bf16 GEMM peak; the goals stay fp32's.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from trainer.distributed import DistContext
 from trainer.loop import TrainConfig, Trainer
 from trainer.metrics import Reporter
 from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net
-from trainer.runtime import configure_device
+from trainer.runtime import configure_device, native_bf16
 
 SEED_BATCH_SIZE = 64
 MFU_BATCH_SIZE = 256
@@ -51,9 +52,9 @@ def _best_seconds(run, calls: int = 1, repeats: int = 5) -> float:
     return best
 
 
-def gemm_peak_flops(size: int = 4096) -> float:
-    """Best fp32 matrix-multiply rate with the current thread count: the CPU's practical peak."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def gemm_peak_flops(dtype: torch.dtype, size: int = 4096) -> float:
+    """Best matrix-multiply rate in `dtype` with the current thread count: the CPU's practical peak."""
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
     return 2 * size**3 / _best_seconds(lambda: a @ b)
 
 
@@ -133,12 +134,12 @@ def seed_images_per_second(root: Path, steps: int) -> float:
     return steps * SEED_BATCH_SIZE / elapsed
 
 
-def trainer_images_per_second(data: Dataset, batch_size: int, steps: int) -> float:
-    """This trainer's epoch loop, as `mnist-train` sets it up, over `steps` batches."""
+def trainer_images_per_second(data: Dataset, batch_size: int, steps: int, precision: str) -> float:
+    """This trainer's epoch loop, as `mnist-train --precision PRECISION` sets it up, over `steps` batches."""
     ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
     configure_device(ctx.device)
     data = data.to(ctx.device, MEMORY_FORMAT)
-    config = TrainConfig(batch_size=batch_size)
+    config = TrainConfig(batch_size=batch_size, precision=precision)
     for limit in (WARMUP_STEPS, steps):
         torch.manual_seed(1)
         net = Net().to(memory_format=MEMORY_FORMAT)
@@ -147,19 +148,19 @@ def trainer_images_per_second(data: Dataset, batch_size: int, steps: int) -> flo
     return trainer.progress.train_images / trainer.progress.train_seconds
 
 
-def _measure(side: str, batch_size: int, steps: int, root: Path) -> float:
+def _measure(side: str, batch_size: int, steps: int, root: Path, precision: str) -> float:
     if side == "gemm":
-        return gemm_peak_flops()
+        return gemm_peak_flops(torch.bfloat16 if precision == "bf16" else torch.float32)
     if side == "seed":
         return seed_images_per_second(root, steps)
     if side == "floor":
         return kernel_floor_images_per_second(batch_size)
-    return trainer_images_per_second(load("synthetic", root, download=False), batch_size, steps)
+    return trainer_images_per_second(load("synthetic", root, download=False), batch_size, steps, precision)
 
 
-def _child(side: str, batch_size: int, steps: int, root: Path, threads: int) -> float:
+def _child(side: str, batch_size: int, steps: int, root: Path, threads: int, precision: str = "fp32") -> float:
     command = [sys.executable, "-m", "trainer.benchmark", "--side", side, "--batch-size", str(batch_size),
-               "--steps", str(steps), "--root", str(root), "--threads", str(threads)]
+               "--steps", str(steps), "--root", str(root), "--threads", str(threads), "--precision", precision]
     result = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])["value"]
 
@@ -173,14 +174,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--side", choices=("seed", "trainer", "gemm", "floor"), help=argparse.SUPPRESS)
     parser.add_argument("--batch-size", type=int, default=SEED_BATCH_SIZE, help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.side:
-        print(json.dumps({"value": _measure(args.side, args.batch_size, args.steps, args.root)}))
+        print(json.dumps({"value": _measure(args.side, args.batch_size, args.steps, args.root, args.precision)}))
         return 0
 
     mfu_steps = max(20, args.steps // 4)
+    with_bf16 = native_bf16(torch.device("cpu"))
     seed, ours, ours_mfu, peaks, floors, floors_mfu = [], [], [], [], [], []
+    bf16, bf16_mfu, bf16_peaks = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         write_idx_dataset(root, load("synthetic", root, download=False))
@@ -191,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
             peaks.append(_child("gemm", 0, 0, root, args.threads))
             floors.append(_child("floor", SEED_BATCH_SIZE, 0, root, args.threads))
             floors_mfu.append(_child("floor", MFU_BATCH_SIZE, 0, root, args.threads))
+            if with_bf16:
+                bf16.append(_child("trainer", SEED_BATCH_SIZE, args.steps, root, args.threads, "bf16"))
+                bf16_mfu.append(_child("trainer", MFU_BATCH_SIZE, mfu_steps, root, args.threads, "bf16"))
+                bf16_peaks.append(_child("gemm", 0, 0, root, args.threads, "bf16"))
 
     seed_ips, ours_ips, mfu_ips = (statistics.median(r) for r in (seed, ours, ours_mfu))
     peak, floor_ips, floor_mfu_ips = max(peaks), max(floors), max(floors_mfu)
@@ -206,6 +214,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"kernel floor (only the convolution and matmul kernels, each at its best alone): "
           f"batch {SEED_BATCH_SIZE}: {floor_ips:.0f} images/s = {floor_ips / seed_ips:.2f}x the seed; "
           f"batch {MFU_BATCH_SIZE}: {100 * floor_mfu_ips * TRAIN_FLOPS_PER_IMAGE / peak:.0f}% of the GEMM peak")
+    if not with_bf16:
+        print("--precision bf16: not measured, this CPU has no bf16 hardware (AVX512_BF16 or AMX)")
+        return 0
+    bf16_ips, bf16_mfu_ips, bf16_peak = statistics.median(bf16), statistics.median(bf16_mfu), max(bf16_peaks)
+    bf16_achieved = bf16_mfu_ips * TRAIN_FLOPS_PER_IMAGE
+    print(f"this trainer with --precision bf16 (opt-in; the goals are fp32's), batch {SEED_BATCH_SIZE}: "
+          f"{bf16_ips:.0f} images/s = {bf16_ips / seed_ips:.2f}x the seed; batch {MFU_BATCH_SIZE}: {bf16_mfu_ips:.0f} "
+          f"images/s = {bf16_achieved / 1e9:.1f} GFLOP/s = {100 * bf16_achieved / bf16_peak:.0f}% of the bf16 GEMM "
+          f"peak ({bf16_peak / 1e9:.1f} GFLOP/s)")
     return 0
 
 

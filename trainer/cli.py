@@ -14,11 +14,11 @@ from trainer import data as datasets
 from trainer.checkpoint import CheckpointStore
 from trainer.distributed import BACKENDS, DistContext, LaunchError, init, shutdown
 from trainer.fileio import NotWritableError, atomic_write, ensure_writable_dir, remove_partial_writes
-from trainer.loop import (LR_SCHEDULES, IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer,
-                          read_latest_checkpoint)
+from trainer.loop import (LR_SCHEDULES, PRECISIONS, IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer,
+                          autocasts_bf16, read_latest_checkpoint)
 from trainer.metrics import Reporter, write_metrics_json
 from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net
-from trainer.runtime import configure_device, configure_threads, missing_compiler
+from trainer.runtime import configure_device, configure_threads, missing_compiler, native_bf16
 from trainer.sigterm import exit_on_sigterm
 
 MODEL_FILE = "mnist_cnn.pt"
@@ -123,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--compile", action="store_true",
                      help="torch.compile the model (needs a compiler in the image: g++ on CPU, gcc or clang on GPU; "
                           "pays off on long GPU runs)")
+    opt.add_argument("--precision", choices=PRECISIONS, default="auto",
+                     help="bf16 autocasts the model's layers to bfloat16 (weights, gradients and optimizer stay "
+                          "fp32); it needs a GPU with bf16 hardware (Ampere on) or a CPU with AVX512_BF16 or AMX. "
+                          "auto takes bf16 on such GPUs and fp32 on CPUs, so a job's numbers do not depend on "
+                          "which CPU node its pods land on (default: auto)")
     opt.add_argument("--threads", type=_non_negative_int, default=0, metavar="N",
                      help="CPU threads per process; 0 = OMP_NUM_THREADS, else the cgroup CPU quota (or "
                           "without one TRAINER_CPU_REQUEST_MILLICORES) divided by local processes. torchrun "
@@ -230,10 +235,18 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
             f"--compile needs {lacking}, and none is on PATH. The trainer images ship no compiler: "
             "drop --compile, or build an image that installs one."
         )
+    if args.precision == "bf16" and not native_bf16(ctx.device):
+        hardware = "GPU" if ctx.device.type == "cuda" else "CPU"
+        raise LaunchError(
+            f"--precision bf16 needs bf16 hardware, which this node's {hardware} lacks: there bf16 is emulated, "
+            "slower than fp32 (GPUs have it from Ampere on, CPUs with AVX512_BF16 or AMX). Use --precision auto "
+            "or fp32, or schedule the pods onto such nodes."
+        )
     threads = configure_threads(args.threads, ctx.local_world_size)
     configure_device(ctx.device)
     reporter.info(f"Using distributed PyTorch with {ctx.backend} backend")
-    reporter.info(f"World Size: {ctx.world_size}. Rank: {ctx.rank}. Device: {ctx.device}. Threads: {threads}")
+    reporter.info(f"World Size: {ctx.world_size}. Rank: {ctx.rank}. Device: {ctx.device}. Threads: {threads}. "
+                  f"Precision: {'bf16' if autocasts_bf16(ctx.device, args.precision) else 'fp32'}")
     store = CheckpointStore(args.checkpoint_dir, args.keep_checkpoints) if args.checkpoint_dir else None
     latest = read_latest_checkpoint(store, ctx)
     _, resumed = latest

@@ -15,8 +15,10 @@ from trainer.checkpoint import PROGRESS_KEYS, Checkpoint, CheckpointStore, Progr
 from trainer.data import Dataset, epoch_shard, eval_shard
 from trainer.distributed import DistContext
 from trainer.metrics import Reporter
+from trainer.runtime import native_bf16
 
 LR_SCHEDULES = ("constant", "onecycle")
+PRECISIONS = ("auto", "fp32", "bf16")
 ONECYCLE_WARMUP = 0.15  # fraction of all steps spent warming up from lr/10
 
 
@@ -43,6 +45,7 @@ class TrainConfig:
     log_interval: int = 10
     checkpoint_every: int = 0  # steps; 0 checkpoints at epoch ends only
     compile: bool = False
+    precision: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -77,16 +80,20 @@ def _epochs(count: int) -> str:
     return "its 1 epoch" if count == 1 else f"all {count} epochs"
 
 
-def autocast_for(device: torch.device):
-    """bf16 autocast on GPUs with bf16 hardware (Ampere on); CPU stays fp32 (bf16 only pays with
-    AMX/AVX512). Emulated bf16 (e.g. a T4) is slower than fp32 and has no cuDNN convolutions."""
-    if device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False):
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return nullcontext()
+def autocasts_bf16(device: torch.device, precision: str) -> bool:
+    """Whether the model runs under bf16 autocast: when asked, or by default (auto) on GPUs with
+    bf16 hardware (Ampere on). auto keeps CPUs in fp32: CPU nodes of one pool differ, and a job's
+    numbers should not depend on where its pods land. (--precision bf16 is checked against
+    native_bf16 at start-up.)"""
+    return precision == "bf16" or (precision == "auto" and device.type == "cuda" and native_bf16(device))
+
+
+def autocast_for(device: torch.device, precision: str):
+    return torch.autocast(device.type, dtype=torch.bfloat16) if autocasts_bf16(device, precision) else nullcontext()
 
 
 @torch.inference_mode()
-def evaluate(net: nn.Module, data: Dataset, ctx: DistContext, batch_size: int) -> Evaluation:
+def evaluate(net: nn.Module, data: Dataset, ctx: DistContext, batch_size: int, precision: str = "auto") -> Evaluation:
     """Exact accuracy and mean loss over the whole test set, whatever the world size.
 
     Each rank scores a disjoint, unpadded slice; sums of correct, count and loss are
@@ -96,7 +103,7 @@ def evaluate(net: nn.Module, data: Dataset, ctx: DistContext, batch_size: int) -
     net.eval()
     totals = torch.zeros(3, dtype=torch.float64, device=ctx.device)
     indices = eval_shard(len(data.test_labels), ctx.rank, ctx.world_size).to(ctx.device)
-    with autocast_for(ctx.device):
+    with autocast_for(ctx.device, precision):
         for batch in indices.split(batch_size):
             output = net(data.test_images[batch]).float()
             target = data.test_labels[batch]
@@ -250,7 +257,7 @@ class Trainer:
         p = self.progress
         while p.epoch <= self.config.epochs:
             self.train_epoch()
-            result = evaluate(self.net, self.data, self.ctx, self.config.test_batch_size)
+            result = evaluate(self.net, self.data, self.ctx, self.config.test_batch_size, self.config.precision)
             if not math.isfinite(result.loss):
                 raise self._diverged(f"test loss became {result.loss} after epoch {p.epoch}")
             self.reporter.evaluation(p.epoch, result.accuracy, result.loss)
@@ -308,7 +315,7 @@ class Trainer:
         # the same path into the buckets (zeroed bucket views take another, which rounds
         # differently at 3+ ranks). Measured no slower.
         self.optimizer.zero_grad(set_to_none=True)
-        with autocast_for(self.ctx.device):
+        with autocast_for(self.ctx.device, self.config.precision):
             output = self.module(images)
         # The net ends in log_softmax, so cross_entropy on its output equals nll_loss and adds
         # label smoothing (log_softmax of log-probabilities is the identity).

@@ -123,6 +123,14 @@ def configure_device(device: torch.device) -> None:
         retain_freed_memory()
 
 
+def native_bf16(device: torch.device) -> bool:
+    """Whether `device` computes in bf16 natively: GPUs from Ampere on, CPUs with AVX512_BF16 or AMX.
+    Elsewhere bf16 is emulated and slower than fp32 (a T4 also has no bf16 cuDNN convolutions)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+
+
 def missing_compiler(device: torch.device, env: Mapping[str, str] | None = None) -> str | None:
     """What torch.compile lacks to build kernels for `device`, or None when a compiler is there:
     Inductor's C++ compiler on CPU, Triton's C compiler on GPU (looked up as they look)."""

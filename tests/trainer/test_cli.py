@@ -18,6 +18,7 @@ from tests.support.procs import free_port, run_trainer, trainer_env
 from trainer import data as datasets
 from trainer.benchmark import write_idx_dataset
 from trainer.cli import build_parser, load_data, parse_args
+from trainer.runtime import native_bf16
 
 QUICK = ["--dataset", "synthetic", "--limit-train", "256", "--limit-test", "100", "--threads", "1"]
 
@@ -227,6 +228,30 @@ def test_compile_without_a_compiler_stops_before_training(tmp_path):
     assert result.returncode == 1, result.stderr[-3000:]
     assert "--compile needs a C++ compiler for Inductor (g++, or set CXX), and none is on PATH" in result.stderr
     assert "Train Epoch" not in result.stdout
+
+
+def test_bf16_without_bf16_hardware_stops_before_training(tmp_path):
+    # Whatever this machine has, the trainer is told its CPU has no bf16 hardware (as AVX2 CPUs have none).
+    no_bf16 = "import sys, trainer.cli as cli; cli.native_bf16 = lambda device: False; sys.exit(cli.main(sys.argv[1:]))"
+    result = subprocess.run([sys.executable, "-c", no_bf16, *QUICK, "--precision", "bf16", "--dir", ""], cwd=tmp_path,
+                            env=trainer_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "--precision bf16 needs bf16 hardware, which this node's CPU lacks" in result.stderr
+    assert "Use --precision auto or fp32" in result.stderr
+    assert "Train Epoch" not in result.stdout
+
+
+@pytest.mark.skipif(not native_bf16(torch.device("cpu")), reason="--precision bf16 needs a CPU with AVX512_BF16 or AMX")
+def test_bf16_trains_in_bf16_and_saves_fp32_weights_while_auto_stays_fp32_on_cpu(tmp_path):
+    weights = {}
+    for precision, reported in (("bf16", "bf16"), ("fp32", "fp32"), ("auto", "fp32")):
+        result = run_trainer([*QUICK, "--precision", precision, "--dir", "", "--output-dir", precision], cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert f"Precision: {reported}" in result.stdout
+        weights[precision] = torch.load(tmp_path / precision / "mnist_cnn.pt", weights_only=True)
+    assert {w.dtype for w in weights["bf16"].values()} == {torch.float32}  # master weights stay fp32
+    assert not torch.equal(weights["bf16"]["conv2.weight"], weights["fp32"]["conv2.weight"])  # bf16 math ran
+    assert all(torch.equal(weights["auto"][key], weights["fp32"][key]) for key in weights["fp32"])
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tests.support.helm import REPO
-from trainer import runtime
+from trainer import loop, runtime
 from trainer.loop import autocast_for
 from trainer.runtime import configure_device, missing_compiler
 
@@ -50,13 +50,35 @@ def test_gpu_runs_return_freed_host_memory_and_use_tf32(heap_tuning_calls):
     assert torch.backends.cudnn.benchmark
 
 
-@pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarning")  # no GPU here
-@pytest.mark.parametrize("native_bf16", [True, False])
-def test_bf16_autocast_only_on_gpus_with_bf16_hardware(monkeypatch, native_bf16):
+@pytest.mark.parametrize("native", [True, False])
+def test_native_bf16_means_bf16_hardware_not_emulation(monkeypatch, native):
     # A T4 (sm_75) reports bf16 as supported when emulation counts; it has no bf16 convolutions.
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported",
-                        lambda including_emulation=True: including_emulation or native_bf16)
-    assert isinstance(autocast_for(torch.device("cuda", 0)), torch.autocast) is native_bf16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation or native)
+    assert runtime.native_bf16(torch.device("cuda", 0)) is native
+    # AVX-512 alone (Skylake) converts to and from bf16 but has no bf16 dot products.
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert runtime.native_bf16(torch.device("cpu")) is native
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    assert runtime.native_bf16(torch.device("cpu")) is True
+
+
+@pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarning")  # no GPU here
+@pytest.mark.parametrize("device,precision,hardware,expected", [
+    ("cuda", "auto", True, True),
+    ("cuda", "auto", False, False),
+    ("cuda", "fp32", True, False),
+    ("cuda", "bf16", True, True),
+    ("cpu", "auto", True, False),  # CPU nodes differ: auto must not make the numbers depend on the node
+    ("cpu", "fp32", True, False),
+    ("cpu", "bf16", True, True),
+])
+def test_bf16_autocast_by_precision_and_hardware(monkeypatch, device, precision, hardware, expected):
+    monkeypatch.setattr(loop, "native_bf16", lambda _: hardware)
+    context = autocast_for(torch.device(device), precision)
+    assert isinstance(context, torch.autocast) is expected
+    if expected:
+        assert (context.device, context.fast_dtype) == (device, torch.bfloat16)
 
 
 def test_compile_finds_the_compiler_each_device_needs(tmp_path):
