@@ -14,6 +14,7 @@ from tests.support.procs import free_port, run_trainer, start_pods, trainer_env,
 from trainer.benchmark import write_idx_dataset
 from trainer.cli import EXIT_RETRYABLE
 from trainer.data import load
+from trainer.runtime import native_bf16
 
 pytestmark = pytest.mark.slow
 
@@ -77,8 +78,13 @@ def test_torchrun_two_processes(tmp_path):
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["world_size"] == 2
 
 
-def test_killed_rank_resumes_to_the_same_weights(tmp_path):
-    args = [*SMALL, "--limit-train", "8192", "--epochs", "2", "--checkpoint-every", "16",
+@pytest.mark.parametrize("precision", [
+    "fp32",
+    pytest.param("bf16", marks=pytest.mark.skipif(not native_bf16(torch.device("cpu")),
+                                                  reason="--precision bf16 needs a CPU with AVX512_BF16 or AMX")),
+])
+def test_killed_rank_resumes_to_the_same_weights(tmp_path, precision):
+    args = [*SMALL, "--precision", precision, "--limit-train", "8192", "--epochs", "2", "--checkpoint-every", "16",
             "--checkpoint-dir", "ckpt", "--output-dir", "out", "--dir", "", "--log-interval", "100"]
     reference, interrupted = tmp_path / "reference", tmp_path / "interrupted"
     reference.mkdir()
