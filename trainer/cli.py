@@ -244,9 +244,10 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
         )
     threads = configure_threads(args.threads, ctx.local_world_size)
     configure_device(ctx.device)
+    precision = "bf16" if autocasts_bf16(ctx.device, args.precision) else "fp32"
     reporter.info(f"Using distributed PyTorch with {ctx.backend} backend")
     reporter.info(f"World Size: {ctx.world_size}. Rank: {ctx.rank}. Device: {ctx.device}. Threads: {threads}. "
-                  f"Precision: {'bf16' if autocasts_bf16(ctx.device, args.precision) else 'fp32'}")
+                  f"Precision: {precision}")
     store = CheckpointStore(args.checkpoint_dir, args.keep_checkpoints) if args.checkpoint_dir else None
     latest = read_latest_checkpoint(store, ctx)
     _, resumed = latest
@@ -271,6 +272,7 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
         "dataset": data.name,
         "epochs": args.epochs,
         "world_size": ctx.world_size,
+        "precision": precision,
         "batch_size": args.batch_size,
         "global_batch_size": args.batch_size * ctx.world_size,
         "accuracy": result.accuracy,

@@ -248,6 +248,7 @@ def test_bf16_trains_in_bf16_and_saves_fp32_weights_while_auto_stays_fp32_on_cpu
         result = run_trainer([*QUICK, "--precision", precision, "--dir", "", "--output-dir", precision], cwd=tmp_path)
         assert result.returncode == 0, result.stderr[-3000:]
         assert f"Precision: {reported}" in result.stdout
+        assert json.loads((tmp_path / precision / "metrics.json").read_text())["precision"] == reported
         weights[precision] = torch.load(tmp_path / precision / "mnist_cnn.pt", weights_only=True)
     assert {w.dtype for w in weights["bf16"].values()} == {torch.float32}  # master weights stay fp32
     assert not torch.equal(weights["bf16"]["conv2.weight"], weights["fp32"]["conv2.weight"])  # bf16 math ran
