@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
           f"batch {SEED_BATCH_SIZE}: {floor_ips:.0f} images/s = {floor_ips / seed_ips:.2f}x the seed; "
           f"batch {MFU_BATCH_SIZE}: {100 * floor_mfu_ips * TRAIN_FLOPS_PER_IMAGE / peak:.0f}% of the GEMM peak")
     if not with_bf16:
-        print("--precision bf16: not measured, this CPU has no bf16 hardware (AVX512_BF16 or AMX)")
+        print("--precision bf16: not measured, this CPU has no bf16 hardware (AVX512_BF16)")
         return 0
     bf16_ips, bf16_mfu_ips, bf16_peak = statistics.median(bf16), statistics.median(bf16_mfu), max(bf16_peaks)
     bf16_achieved = bf16_mfu_ips * TRAIN_FLOPS_PER_IMAGE

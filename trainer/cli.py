@@ -14,11 +14,11 @@ from trainer import data as datasets
 from trainer.checkpoint import CheckpointStore
 from trainer.distributed import BACKENDS, DistContext, LaunchError, init, shutdown
 from trainer.fileio import NotWritableError, atomic_write, ensure_writable_dir, remove_partial_writes
-from trainer.loop import (LR_SCHEDULES, PRECISIONS, IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer,
-                          autocasts_bf16, read_latest_checkpoint)
+from trainer.loop import (LR_SCHEDULES, IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer,
+                          read_latest_checkpoint)
 from trainer.metrics import Reporter, write_metrics_json
 from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net
-from trainer.runtime import configure_device, configure_threads, missing_compiler, native_bf16
+from trainer.runtime import PRECISIONS, configure_device, configure_threads, missing_compiler, resolve_precision
 from trainer.sigterm import exit_on_sigterm
 
 MODEL_FILE = "mnist_cnn.pt"
@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "pays off on long GPU runs)")
     opt.add_argument("--precision", choices=PRECISIONS, default="auto",
                      help="bf16 autocasts the model's layers to bfloat16 (weights, gradients and optimizer stay "
-                          "fp32); it needs a GPU with bf16 hardware (Ampere on) or a CPU with AVX512_BF16 or AMX. "
+                          "fp32); it needs a GPU with bf16 hardware (Ampere on) or an x86 CPU with AVX512_BF16. "
                           "auto takes bf16 on such GPUs and fp32 on CPUs, so a job's numbers do not depend on "
                           "which CPU node its pods land on (default: auto)")
     opt.add_argument("--threads", type=_non_negative_int, default=0, metavar="N",
@@ -164,9 +164,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def train_config(args: argparse.Namespace) -> TrainConfig:
-    names = {f.name for f in fields(TrainConfig)}
-    return TrainConfig(**{name: getattr(args, name) for name in names})
+def train_config(args: argparse.Namespace, precision: str) -> TrainConfig:
+    """The run's settings from its flags, with --precision resolved (resolve_precision) to `precision`."""
+    names = {f.name for f in fields(TrainConfig)} - {"precision"}
+    return TrainConfig(**{name: getattr(args, name) for name in names}, precision=precision)
 
 
 def load_data(args: argparse.Namespace, ctx: DistContext, reporter: Reporter,
@@ -235,16 +236,9 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
             f"--compile needs {lacking}, and none is on PATH. The trainer images ship no compiler: "
             "drop --compile, or build an image that installs one."
         )
-    if args.precision == "bf16" and not native_bf16(ctx.device):
-        hardware = "GPU" if ctx.device.type == "cuda" else "CPU"
-        raise LaunchError(
-            f"--precision bf16 needs bf16 hardware, which this node's {hardware} lacks: there bf16 is emulated, "
-            "slower than fp32 (GPUs have it from Ampere on, CPUs with AVX512_BF16 or AMX). Use --precision auto "
-            "or fp32, or schedule the pods onto such nodes."
-        )
+    precision = resolve_precision(args.precision, ctx.device)
     threads = configure_threads(args.threads, ctx.local_world_size)
     configure_device(ctx.device)
-    precision = "bf16" if autocasts_bf16(ctx.device, args.precision) else "fp32"
     reporter.info(f"Using distributed PyTorch with {ctx.backend} backend")
     reporter.info(f"World Size: {ctx.world_size}. Rank: {ctx.rank}. Device: {ctx.device}. Threads: {threads}. "
                   f"Precision: {precision}")
@@ -263,7 +257,7 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
     )
     torch.manual_seed(args.seed)  # identical initial weights on every rank
     net = Net().to(ctx.device, memory_format=MEMORY_FORMAT)
-    trainer = Trainer(net, data, ctx, train_config(args), reporter, store)
+    trainer = Trainer(net, data, ctx, train_config(args, precision), reporter, store)
     trainer.resume(latest)
     result = trainer.fit()
     progress = trainer.progress

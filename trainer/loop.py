@@ -15,10 +15,8 @@ from trainer.checkpoint import PROGRESS_KEYS, Checkpoint, CheckpointStore, Progr
 from trainer.data import Dataset, epoch_shard, eval_shard
 from trainer.distributed import DistContext
 from trainer.metrics import Reporter
-from trainer.runtime import native_bf16
 
 LR_SCHEDULES = ("constant", "onecycle")
-PRECISIONS = ("auto", "fp32", "bf16")
 ONECYCLE_WARMUP = 0.15  # fraction of all steps spent warming up from lr/10
 
 
@@ -45,7 +43,7 @@ class TrainConfig:
     log_interval: int = 10
     checkpoint_every: int = 0  # steps; 0 checkpoints at epoch ends only
     compile: bool = False
-    precision: str = "auto"
+    precision: str = "fp32"  # or bf16 (autocast); runtime.resolve_precision turns --precision into one
 
 
 @dataclass(frozen=True)
@@ -80,20 +78,12 @@ def _epochs(count: int) -> str:
     return "its 1 epoch" if count == 1 else f"all {count} epochs"
 
 
-def autocasts_bf16(device: torch.device, precision: str) -> bool:
-    """Whether the model runs under bf16 autocast: when asked, or by default (auto) on GPUs with
-    bf16 hardware (Ampere on). auto keeps CPUs in fp32: CPU nodes of one pool differ, and a job's
-    numbers should not depend on where its pods land. (--precision bf16 is checked against
-    native_bf16 at start-up.)"""
-    return precision == "bf16" or (precision == "auto" and device.type == "cuda" and native_bf16(device))
-
-
 def autocast_for(device: torch.device, precision: str):
-    return torch.autocast(device.type, dtype=torch.bfloat16) if autocasts_bf16(device, precision) else nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else nullcontext()
 
 
 @torch.inference_mode()
-def evaluate(net: nn.Module, data: Dataset, ctx: DistContext, batch_size: int, precision: str = "auto") -> Evaluation:
+def evaluate(net: nn.Module, data: Dataset, ctx: DistContext, batch_size: int, precision: str = "fp32") -> Evaluation:
     """Exact accuracy and mean loss over the whole test set, whatever the world size.
 
     Each rank scores a disjoint, unpadded slice; sums of correct, count and loss are
@@ -105,7 +95,7 @@ def evaluate(net: nn.Module, data: Dataset, ctx: DistContext, batch_size: int, p
     indices = eval_shard(len(data.test_labels), ctx.rank, ctx.world_size).to(ctx.device)
     with autocast_for(ctx.device, precision):
         for batch in indices.split(batch_size):
-            output = net(data.test_images[batch]).float()
+            output = net(data.test_images[batch])
             target = data.test_labels[batch]
             totals[0] += (output.argmax(dim=1) == target).sum()
             totals[1] += len(batch)
@@ -188,6 +178,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             **asdict(p),
             "world_size": self.ctx.world_size,
+            "precision": self.config.precision,
             "rng": {"torch": torch.get_rng_state()},
         }
 
@@ -224,6 +215,13 @@ class Trainer:
                 f"warning: {path} was written with world size {state['world_size']}, now "
                 f"{self.ctx.world_size}; the rest of epoch {progress.epoch} is resharded over "
                 f"{self.ctx.world_size} ranks, so the result differs from an uninterrupted run"
+            )
+        # Allowed, like another world size: a restarted GPU pod may land on a node without bf16 hardware.
+        written_in = state.get("precision", self.config.precision)  # checkpoints from before --precision say none
+        if written_in != self.config.precision:
+            self.reporter.info(
+                f"warning: {path} was written in {written_in}, this run trains in {self.config.precision} "
+                "(--precision), so the result differs from an uninterrupted run"
             )
         where = f"in epoch {progress.epoch}" if progress.consumed else f"the end of epoch {progress.epoch - 1}"
         self.reporter.info(f"Resumed from {path} (step {progress.step}, {where})")
@@ -319,7 +317,7 @@ class Trainer:
             output = self.module(images)
         # The net ends in log_softmax, so cross_entropy on its output equals nll_loss and adds
         # label smoothing (log_softmax of log-probabilities is the identity).
-        loss = F.cross_entropy(output.float(), labels, label_smoothing=self.config.label_smoothing)
+        loss = F.cross_entropy(output, labels, label_smoothing=self.config.label_smoothing)
         loss.backward()
         self.optimizer.step()
         return loss

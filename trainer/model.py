@@ -28,7 +28,9 @@ class Net(nn.Module):
         x = F.relu(F.max_pool2d(self.conv2(x), 2, 2))
         x = torch.flatten(x, 1)
         x = F.relu(self.fc1(x))
-        return F.log_softmax(self.fc2(x), dim=1)
+        # fp32 log-probabilities under bf16 autocast too: CUDA's autocast runs log_softmax in fp32,
+        # the CPU's keeps bf16. A no-op in fp32.
+        return F.log_softmax(self.fc2(x).float(), dim=1)
 
 
 def parameter_count(model: nn.Module) -> int:

@@ -123,12 +123,34 @@ def configure_device(device: torch.device) -> None:
         retain_freed_memory()
 
 
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
 def native_bf16(device: torch.device) -> bool:
-    """Whether `device` computes in bf16 natively: GPUs from Ampere on, CPUs with AVX512_BF16 or AMX.
-    Elsewhere bf16 is emulated and slower than fp32 (a T4 also has no bf16 cuDNN convolutions)."""
+    """Whether `device` computes in bf16 natively: GPUs from Ampere on, x86 CPUs with AVX512_BF16
+    (AMX CPUs have it too). Elsewhere bf16 is emulated and slower than fp32 (a T4 also has no bf16
+    cuDNN convolutions)."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported(including_emulation=False)
-    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    return torch.cpu._is_avx512_bf16_supported()
+
+
+def resolve_precision(requested: str, device: torch.device) -> str:
+    """The precision the model runs in, fp32 or bf16 (autocast), for --precision `requested`.
+
+    auto takes bf16 on GPUs with bf16 hardware only: CPU nodes of one pool differ, and a job's
+    numbers should not depend on the node its pods land on. bf16 without the hardware is refused.
+    """
+    if requested == "auto":
+        return "bf16" if device.type == "cuda" and native_bf16(device) else "fp32"
+    if requested == "bf16" and not native_bf16(device):
+        hardware = "GPU" if device.type == "cuda" else "CPU"
+        raise LaunchError(
+            f"--precision bf16 needs bf16 hardware, which this node's {hardware} lacks: there bf16 is emulated, "
+            "slower than fp32 (GPUs have it from Ampere on, x86 CPUs with AVX512_BF16). Use --precision auto "
+            "or fp32, or schedule the pods onto such nodes."
+        )
+    return requested
 
 
 def missing_compiler(device: torch.device, env: Mapping[str, str] | None = None) -> str | None:

@@ -232,7 +232,8 @@ def test_compile_without_a_compiler_stops_before_training(tmp_path):
 
 def test_bf16_without_bf16_hardware_stops_before_training(tmp_path):
     # Whatever this machine has, the trainer is told its CPU has no bf16 hardware (as AVX2 CPUs have none).
-    no_bf16 = "import sys, trainer.cli as cli; cli.native_bf16 = lambda device: False; sys.exit(cli.main(sys.argv[1:]))"
+    no_bf16 = ("import sys, trainer.cli as cli, trainer.runtime as runtime; runtime.native_bf16 = lambda device: False; "
+               "sys.exit(cli.main(sys.argv[1:]))")
     result = subprocess.run([sys.executable, "-c", no_bf16, *QUICK, "--precision", "bf16", "--dir", ""], cwd=tmp_path,
                             env=trainer_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 1, result.stderr[-3000:]
@@ -241,7 +242,7 @@ def test_bf16_without_bf16_hardware_stops_before_training(tmp_path):
     assert "Train Epoch" not in result.stdout
 
 
-@pytest.mark.skipif(not native_bf16(torch.device("cpu")), reason="--precision bf16 needs a CPU with AVX512_BF16 or AMX")
+@pytest.mark.skipif(not native_bf16(torch.device("cpu")), reason="--precision bf16 needs an x86 CPU with AVX512_BF16")
 def test_bf16_trains_in_bf16_and_saves_fp32_weights_while_auto_stays_fp32_on_cpu(tmp_path):
     weights = {}
     for precision, reported in (("bf16", "bf16"), ("fp32", "fp32"), ("auto", "fp32")):

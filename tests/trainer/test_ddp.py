@@ -81,7 +81,7 @@ def test_torchrun_two_processes(tmp_path):
 @pytest.mark.parametrize("precision", [
     "fp32",
     pytest.param("bf16", marks=pytest.mark.skipif(not native_bf16(torch.device("cpu")),
-                                                  reason="--precision bf16 needs a CPU with AVX512_BF16 or AMX")),
+                                                  reason="--precision bf16 needs an x86 CPU with AVX512_BF16")),
 ])
 def test_killed_rank_resumes_to_the_same_weights(tmp_path, precision):
     args = [*SMALL, "--precision", precision, "--limit-train", "8192", "--epochs", "2", "--checkpoint-every", "16",
@@ -105,7 +105,8 @@ def test_killed_rank_resumes_to_the_same_weights(tmp_path, precision):
     assert not (interrupted / "out" / "mnist_cnn.pt").exists(), "killed too late to test resume"
 
     assert wait_all(start_pods(args, interrupted, 2, port)) == [0, 0]
-    assert "Resumed from ckpt/checkpoint-" in (interrupted / "rank0.log").read_text()
+    resumed_log = (interrupted / "rank0.log").read_text()
+    assert "Resumed from ckpt/checkpoint-" in resumed_log and f"Precision: {precision}" in resumed_log
     assert_same_weights(reference / "out" / "mnist_cnn.pt", interrupted / "out" / "mnist_cnn.pt")
 
 

@@ -14,6 +14,14 @@ def test_output_is_log_probabilities_for_ten_classes():
     assert torch.allclose(out.exp().sum(dim=1), torch.ones(3), atol=1e-5)
 
 
+def test_log_probabilities_stay_fp32_under_cpu_bf16_autocast():
+    # CPU autocast (unlike CUDA's) would leave log_softmax in bf16, rounding the loss's input.
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = Net()(torch.randn(3, 1, 28, 28))
+    assert out.dtype == torch.float32
+    assert torch.allclose(out.exp().sum(dim=1), torch.ones(3), atol=1e-5)
+
+
 def test_state_dict_keys_are_the_seed_scripts():
     assert list(Net().state_dict()) == [
         "conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",

@@ -139,6 +139,26 @@ def test_resuming_a_finished_run_says_how_to_train_longer(tmp_path, capsys, sche
     assert f"finished its 1 epoch (accuracy=0.5000), so nothing is left to train; {advice}" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("written_in, warned", [("bf16", True), ("fp32", False), (None, False)])
+def test_resuming_in_another_precision_warns(tmp_path, capsys, written_in, warned):
+    """Allowed, as another world size is: auto on a GPU resolves by the node a restarted pod lands on."""
+    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    store = CheckpointStore(tmp_path, keep=3)
+    writer = Trainer(Net(), _numbered_dataset(), ctx, dataclasses.replace(CONFIG, precision=written_in or "fp32"),
+                     Reporter(False, None), store)
+    writer._checkpoint()  # saving runs no bf16 math, so any CPU writes this
+    if written_in is None:  # a checkpoint from before --precision
+        (path,) = tmp_path.glob("checkpoint-*.pt")
+        state = torch.load(path, weights_only=False)
+        del state["precision"]
+        torch.save(state, path)
+    _resume(Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(True, None), store))
+    out = capsys.readouterr().out
+    assert "Resumed from" in out
+    assert ("was written in bf16, this run trains in fp32 (--precision), so the result differs from an "
+            "uninterrupted run" in out) is warned
+
+
 def _scalar_events(log_dir) -> list:
     """The events of the one TensorBoard file in `log_dir` (TFRecord: length, CRC, event, CRC)."""
     from tensorboardX.proto.event_pb2 import Event

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from tests.support.helm import REPO
-from trainer import loop, runtime
+from trainer import runtime
+from trainer.distributed import LaunchError
 from trainer.loop import autocast_for
 from trainer.runtime import configure_device, missing_compiler
 
@@ -57,28 +58,36 @@ def test_native_bf16_means_bf16_hardware_not_emulation(monkeypatch, native):
     assert runtime.native_bf16(torch.device("cuda", 0)) is native
     # AVX-512 alone (Skylake) converts to and from bf16 but has no bf16 dot products.
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native)
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
     assert runtime.native_bf16(torch.device("cpu")) is native
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
-    assert runtime.native_bf16(torch.device("cpu")) is True
+
+
+@pytest.mark.parametrize("device,requested,hardware,resolved", [
+    ("cuda", "auto", True, "bf16"),
+    ("cuda", "auto", False, "fp32"),
+    ("cuda", "fp32", True, "fp32"),
+    ("cuda", "bf16", True, "bf16"),
+    ("cpu", "auto", True, "fp32"),  # CPU nodes differ: auto must not make the numbers depend on the node
+    ("cpu", "fp32", False, "fp32"),
+    ("cpu", "bf16", True, "bf16"),
+])
+def test_precision_resolves_by_request_and_hardware(monkeypatch, device, requested, hardware, resolved):
+    monkeypatch.setattr(runtime, "native_bf16", lambda _: hardware)
+    assert runtime.resolve_precision(requested, torch.device(device)) == resolved
+
+
+@pytest.mark.parametrize("device,hardware", [("cpu", "CPU"), ("cuda", "GPU")])
+def test_bf16_without_bf16_hardware_is_refused(monkeypatch, device, hardware):
+    monkeypatch.setattr(runtime, "native_bf16", lambda _: False)
+    with pytest.raises(LaunchError, match=f"--precision bf16 needs bf16 hardware, which this node's {hardware} lacks"):
+        runtime.resolve_precision("bf16", torch.device(device))
 
 
 @pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarning")  # no GPU here
-@pytest.mark.parametrize("device,precision,hardware,expected", [
-    ("cuda", "auto", True, True),
-    ("cuda", "auto", False, False),
-    ("cuda", "fp32", True, False),
-    ("cuda", "bf16", True, True),
-    ("cpu", "auto", True, False),  # CPU nodes differ: auto must not make the numbers depend on the node
-    ("cpu", "fp32", True, False),
-    ("cpu", "bf16", True, True),
-])
-def test_bf16_autocast_by_precision_and_hardware(monkeypatch, device, precision, hardware, expected):
-    monkeypatch.setattr(loop, "native_bf16", lambda _: hardware)
-    context = autocast_for(torch.device(device), precision)
-    assert isinstance(context, torch.autocast) is expected
-    if expected:
-        assert (context.device, context.fast_dtype) == (device, torch.bfloat16)
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_bf16_autocasts_on_the_model_device_and_fp32_does_not(device):
+    context = autocast_for(torch.device(device), "bf16")
+    assert isinstance(context, torch.autocast) and (context.device, context.fast_dtype) == (device, torch.bfloat16)
+    assert not isinstance(autocast_for(torch.device(device), "fp32"), torch.autocast)
 
 
 def test_compile_finds_the_compiler_each_device_needs(tmp_path):
