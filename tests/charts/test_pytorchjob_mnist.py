@@ -853,6 +853,7 @@ SCHEMA_REFUSALS = {
     "bad-quantity-in-resources": ({"tensorboard": {"resources": {"limits": {"memory": "lots"}}}}, ["memory"]),
     "unknown-resources-key": ({"resources": {"limit": {"cpu": 1}}}, ["limit"]),
     "bad-quantity": ({"shm": {"sizeLimit": "big"}}, ["sizeLimit"]),
+    "kilo-is-lower-case": ({"shm": {"sizeLimit": "512K"}}, ["sizeLimit"]),
     "min-accuracy-above-one-string": ({"tests": {"minAccuracy": "1.5"}}, ["minAccuracy"]),
     "name-override-not-a-label-value": ({"nameOverride": "My Trainer!"}, ["nameOverride"]),
     # One pod cluster-wide, or no writer: the job's pods could not all use the new claim.
@@ -881,6 +882,7 @@ def test_guards_accept_what_they_do_not_refuse(helm, tmp_path):
         {"shm": {"enabled": False}, "persistence": {"mountPath": "/dev/shm"}},
         {"persistence": {"mountPath": "/tmp/volume"}},
         {"labels": {"app.kubernetes.io/part-of": "vision"}},
+        {"shm": {"sizeLimit": ".5Gi"}, "scratch": {"tmpSizeLimit": "512k"}},
     ]
     for values in accepted:
         docs = render_with(helm, values, tmp_path)

@@ -469,6 +469,7 @@ REFUSED_VALUES = [
     ({"crds.install": True}, "install"),
     ({"initContainer.image.name": "x"}, "name"),
     ({"fullnameOverride": "Training_Operator"}, "fullnameOverride"),
+    ({"fullnameOverride": "9to"}, "fullnameOverride"),
     ({"nameOverride": "-operator"}, "nameOverride"),
     ({"podSecurityContext.runAsUsr": 1000}, "runAsUsr"),
     ({"securityContext.readOnlyRootFilesytem": True}, "readOnlyRootFilesytem"),
@@ -526,6 +527,17 @@ def test_renders_as_a_subchart(helm, tmp_path):
 ], ids=["metrics=webhook", "health=webhook", "health=metrics", "metrics=service-webhook"])
 def test_port_guards_name_the_values(helm, set_values, expected):
     assert expected in template_error(helm, **set_values)
+
+
+@pytest.mark.parametrize("release", ["2024-ops", "ops.v2"])
+def test_release_names_that_make_an_invalid_service_name_are_refused(helm, release):
+    """Helm accepts these release names, but the API server refuses a Service named after them."""
+    result = helm.template(CHART, release=release, namespace=NAMESPACE)
+    assert result.returncode != 0, f"{helm.name} rendered release {release!r}"
+    assert f'object name "{release}-training-operator"' in result.stderr
+    assert "set fullnameOverride" in result.stderr
+    docs = helm.render(CHART, release=release, namespace=NAMESPACE, set_values={"fullnameOverride": "ops"})
+    assert one(docs, "Service")["metadata"]["name"] == "ops"
 
 
 def test_scaling_to_zero_needs_a_webhook_that_fails_open(helm):

@@ -56,6 +56,12 @@ def test_generated_template_is_gated_by_crds_enabled():
     assert text.startswith("{{- if .Values.crds.enabled }}\n") and text.endswith("{{- end }}\n")
 
 
+def test_workload_chart_checks_quantities_as_the_crd_does():
+    """The pytorchjob-mnist schema refuses the quantities the API server would (`512K`), and only those."""
+    schema = json.loads((REPO / "charts" / "pytorchjob-mnist" / "values.schema.json").read_text())
+    assert schema["definitions"]["quantity"]["pattern"] == gen_crd.QUANTITY_PATTERN
+
+
 def test_crd_identity(crd):
     spec = crd["spec"]
     assert crd["metadata"]["name"] == "pytorchjobs.kubeflow.org"

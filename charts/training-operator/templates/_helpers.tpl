@@ -94,6 +94,10 @@ helm.sh/resource-policy: keep
 
 {{/* Combinations the schema cannot express; fail early with the fix in the message. */}}
 {{- define "training-operator.validateValues" -}}
+{{- $fullname := include "training-operator.fullname" . }}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $fullname) }}
+{{- fail (printf "object name %q (from the release name, or fullnameOverride) is not a DNS-1035 label, which the webhook Service's name must be: use lowercase letters, digits and '-', starting with a letter; set fullnameOverride to such a name" $fullname) }}
+{{- end }}
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
 {{- fail (printf "replicaCount=%d needs leaderElection.enabled=true: without it every replica reconciles the same PyTorchJobs" (int .Values.replicaCount)) }}
 {{- end }}
