@@ -620,6 +620,20 @@ def test_tensorboard_reads_the_releases_runs_read_only(rendered):
     assert not selector.items() <= trainer_labels.items(), "the Service must not select trainer pods"
 
 
+def test_pod_annotations_reach_every_pod_and_leave_the_test_hook_intact(helm, tmp_path):
+    """An annotation such as Istio's inject=false must reach the test pod too, or it never completes."""
+    annotations = {"sidecar.istio.io/inject": "false", "helm.sh/hook": "post-install"}
+    docs = render_with(helm, {"tensorboard": {"enabled": True}, "podAnnotations": annotations}, tmp_path)
+    templates = [spec["template"] for spec in replica_specs(docs).values()]
+    templates += [one(docs, "Deployment")["spec"]["template"], one(docs, "Pod")]
+    assert len(templates) == 4
+    for template in templates:
+        assert template["metadata"]["annotations"]["sidecar.istio.io/inject"] == "false"
+    test_annotations = one(docs, "Pod")["metadata"]["annotations"]
+    assert test_annotations["helm.sh/hook"] == "test"
+    assert test_annotations["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+
+
 def test_helm_test_pod_checks_this_runs_model_dir(default_docs):
     pod = one(default_docs, "Pod")
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
