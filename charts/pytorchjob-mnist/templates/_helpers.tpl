@@ -109,7 +109,7 @@ Tolerations of every pod that mounts the volume: the user's, plus the GPU taint'
 TensorBoard and the test pod can join the trainers on a single-node volume's GPU node.
 */}}
 {{- define "pytorchjob-mnist.tolerations" -}}
-{{- $tolerations := .Values.tolerations }}
+{{- $tolerations := default list .Values.tolerations }}
 {{- if gt (int .Values.gpu) 0 }}
 {{- $tolerations = append $tolerations (dict "key" "nvidia.com/gpu" "operator" "Exists" "effect" "NoSchedule") }}
 {{- end }}

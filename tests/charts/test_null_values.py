@@ -1,0 +1,54 @@
+"""A value set to null (in YAML, a key with nothing after the colon) either means "none" or is
+refused by the schema with the key named; it never ends in a Go template trace."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from tests.support.helm import REPO, SCHEMA_REFUSAL
+
+# Each chart with its optional templates switched on, so that every value is read somewhere.
+CHARTS = {
+    "training-operator": {"replicaCount": 2, "leaderElection": {"enabled": True},
+                          "metrics": {"serviceMonitor": {"enabled": True}}},
+    "pytorchjob-mnist": {"gpu": 1, "tensorboard": {"enabled": True}},
+}
+# What Go's template engine prints when a template dereferences a missing value.
+TRACES = ("nil pointer evaluating", "wrong type for value", "error calling", "interface conversion")
+
+
+def value_paths(node: dict, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every key path of the values, down into the chart's own maps (not Kubernetes objects)."""
+    paths = []
+    for key, value in node.items():
+        paths.append(prefix + (key,))
+        if isinstance(value, dict) and value and not key.endswith("ecurityContext"):
+            paths += value_paths(value, prefix + (key,))
+    return paths
+
+
+def with_null(values: dict, path: tuple[str, ...]) -> dict:
+    values = copy.deepcopy(values)
+    node = values
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = None
+    return values
+
+
+@pytest.mark.parametrize("chart", sorted(CHARTS))
+def test_a_null_value_means_none_or_is_refused_by_name(helm, tmp_path, chart):
+    chart_dir = REPO / "charts" / chart
+    traces = []
+    for path in value_paths(yaml.safe_load((chart_dir / "values.yaml").read_text())):
+        values_file = tmp_path / "values.yaml"
+        values_file.write_text(yaml.safe_dump(with_null(CHARTS[chart], path)))
+        result = helm.template(chart_dir, values_files=(values_file,))
+        key = ".".join(path)
+        if any(trace in result.stderr for trace in TRACES):
+            traces.append(f"{key}: {result.stderr.strip().splitlines()[-2:]}")
+        elif SCHEMA_REFUSAL in result.stderr:
+            assert path[-1] in result.stderr, f"{key}: the schema's refusal does not name the key: {result.stderr}"
+    assert not traces, "null values that end in a template trace; add them to the schema's required:\n" + "\n".join(traces)
