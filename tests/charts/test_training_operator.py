@@ -407,12 +407,18 @@ def test_image_digest_pins_the_image(helm):
 
 def test_crd_toggles(helm):
     crd = one(render(helm), "CustomResourceDefinition")
+    # Kept from Helm's uninstall and, once an Argo CD app stops rendering it, from Argo CD's pruning.
     assert crd["metadata"]["annotations"] == {
         "helm.sh/resource-policy": "keep",
-        "argocd.argoproj.io/sync-options": "ServerSideApply=true",
+        "argocd.argoproj.io/sync-options": "ServerSideApply=true,Prune=false",
     }
     unkept = one(render(helm, **{"crds.keep": False}), "CustomResourceDefinition")
-    assert "helm.sh/resource-policy" not in unkept["metadata"]["annotations"]
+    assert unkept["metadata"]["annotations"] == {"argocd.argoproj.io/sync-options": "ServerSideApply=true"}
+    bare = one(render(helm, **{"crds.annotations": None}), "CustomResourceDefinition")
+    assert bare["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep",
+                                                "argocd.argoproj.io/sync-options": "Prune=false"}
+    assert "annotations" not in one(render(helm, **{"crds.annotations": None, "crds.keep": False}),
+                                    "CustomResourceDefinition")["metadata"]
     assert not by_kind(render(helm, **{"crds.enabled": False}), "CustomResourceDefinition")
 
 

@@ -83,13 +83,20 @@ An image reference from {registry, repository, tag, digest}; usage:
 {{- $ref }}
 {{- end }}
 
+{{/* crds.keep keeps the CRD, and with it every PyTorchJob: Helm on uninstall; Argo CD on app
+deletion (it reads Helm's annotation as Delete=false) and on pruning, when the CRD drops out of
+the app's manifests (crds.enabled=false), through Prune=false in the app's sync options. */}}
 {{- define "training-operator.crdAnnotations" -}}
+{{- $annotations := deepCopy (default dict .Values.crds.annotations) }}
 {{- if .Values.crds.keep }}
-helm.sh/resource-policy: keep
+{{- $_ := set $annotations "helm.sh/resource-policy" "keep" }}
+{{- $syncOptions := "argocd.argoproj.io/sync-options" }}
+{{- $options := splitList "," (get $annotations $syncOptions) | compact }}
+{{- if not (has "Prune=false" $options) }}
+{{- $_ = set $annotations $syncOptions (append $options "Prune=false" | join ",") }}
 {{- end }}
-{{- with .Values.crds.annotations }}
-{{ toYaml . }}
 {{- end }}
+{{- with $annotations }}{{ toYaml . }}{{ end }}
 {{- end }}
 
 {{/* Combinations the schema cannot express; fail early with the fix in the message. */}}
