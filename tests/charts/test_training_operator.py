@@ -283,6 +283,34 @@ def test_several_replicas_need_leader_election(helm):
     assert "leaderElection.enabled" in error
 
 
+def test_high_availability_survives_a_node_drain(helm, tmp_path):
+    """ci/ha-values.yaml: a PodDisruptionBudget over the operator pods, and replicas spread by node."""
+    docs = render(helm, CHART / "ci" / "ha-values.yaml")
+    deployment = one(docs, "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    budget = one(docs, "PodDisruptionBudget")
+    assert budget["spec"]["minAvailable"] == 1 < deployment["spec"]["replicas"]
+    assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    (spread,) = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    assert spread["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    assert not by_kind(render(helm), "PodDisruptionBudget")
+    own = {"matchLabels": {"team": "ml"}}
+    constraint = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                  "whenUnsatisfiable": "DoNotSchedule", "labelSelector": own}
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(yaml.safe_dump({"topologySpreadConstraints": [constraint]}))
+    kept = one(render(helm, values_file), "Deployment")
+    assert kept["spec"]["template"]["spec"]["topologySpreadConstraints"] == [constraint], "a given selector is kept"
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_a_budget_that_blocks_every_drain_is_refused(helm, replicas):
+    error = template_error(helm, **{"podDisruptionBudget.enabled": True, "podDisruptionBudget.minAvailable": replicas,
+                                    "replicaCount": replicas, "leaderElection.enabled": True})
+    assert f"podDisruptionBudget.minAvailable={replicas} with replicaCount={replicas} lets no replica be evicted" in error
+
+
 def test_namespace_scoped_mode(helm):
     docs = render(helm, namespaceScoped=True)
     assert flags(docs)["--namespace"] == NAMESPACE

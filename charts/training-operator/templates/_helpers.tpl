@@ -108,6 +108,10 @@ the app's manifests (crds.enabled=false), through Prune=false in the app's sync 
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
 {{- fail (printf "replicaCount=%d needs leaderElection.enabled=true: without it every replica reconciles the same PyTorchJobs" (int .Values.replicaCount)) }}
 {{- end }}
+{{- $pdb := .Values.podDisruptionBudget }}
+{{- if and $pdb.enabled (le (int .Values.replicaCount) (int $pdb.minAvailable)) }}
+{{- fail (printf "podDisruptionBudget.minAvailable=%d with replicaCount=%d lets no replica be evicted, so every node drain would hang; set replicaCount above it (with leaderElection.enabled=true), or podDisruptionBudget.enabled=false" (int $pdb.minAvailable) (int .Values.replicaCount)) }}
+{{- end }}
 {{- $seen := dict }}
 {{- range list (list "webhook.port" .Values.webhook.port) (list "metrics.port" .Values.metrics.port) (list "healthPort" .Values.healthPort) }}
 {{- $name := index . 0 }}
