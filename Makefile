@@ -1,6 +1,13 @@
 # pytorchjob-mnist: a PyTorch DDP job from a laptop to a Kubeflow training-operator cluster.
 # `make help` lists the targets.
 
+# Every path below is relative to the repository; from elsewhere (`make -f`), `clean` would delete
+# the current directory's files.
+ROOT := $(realpath $(dir $(lastword $(MAKEFILE_LIST))))
+ifneq ($(ROOT),$(realpath $(CURDIR)))
+$(error run make in $(ROOT), or as make -C $(ROOT): its paths are relative to the repository)
+endif
+
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -35,7 +42,8 @@ help: ## Show this help
 	@awk 'BEGIN {FS = ":.*##"} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z0-9_-]+:.*##/ {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
-run: tools venv ## Run the chart's PyTorchJob on this machine, no cluster (VALUES=file RUN_FLAGS=…)
+run: venv ## Run the chart's PyTorchJob on this machine, no cluster (VALUES=file RUN_FLAGS=…)
+	REQUIRE_HELM=1 bash ci/install-tools.sh
 	$(PY) -m ci.localjob -f ci/localjob/run-values.yaml $(if $(VALUES),-f $(VALUES)) $(RUN_FLAGS)
 
 .PHONY: test
@@ -84,7 +92,8 @@ push: ## Push the image `make image` built (same VARIANT/IMG)
 	$(CONTAINER_TOOL) push $(IMG)
 
 .PHONY: e2e
-e2e: tools ## End-to-end test on a kind cluster (needs Docker and kind)
+e2e: ## End-to-end test on a kind cluster (needs Docker and kind)
+	REQUIRE_HELM=1 bash ci/install-tools.sh
 	bash ci/e2e-kind.sh
 
 .PHONY: clean

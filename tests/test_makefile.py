@@ -1,0 +1,27 @@
+"""The Makefile runs from the repository only: its paths are relative to it."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from tests.support.helm import REPO
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed")
+
+
+def test_make_from_another_directory_stops_before_any_recipe(tmp_path):
+    """`make -f <repo>/Makefile clean` from elsewhere would delete that directory's build/."""
+    (tmp_path / "build").mkdir()
+    result = subprocess.run(["make", "-f", str(REPO / "Makefile"), "clean"], cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert f"run make in {REPO.resolve()}, or as make -C {REPO.resolve()}" in result.stderr
+    assert (tmp_path / "build").is_dir()
+
+
+def test_make_dash_c_runs_from_anywhere(tmp_path):
+    result = subprocess.run(["make", "-C", str(REPO), "help"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "Run every test that can run on this machine" in result.stdout
