@@ -2,7 +2,13 @@
 itself (no build): these hold for docker and podman alike and run everywhere."""
 from __future__ import annotations
 
+import re
+import tomllib
+
+from packaging.requirements import Requirement
+
 from tests.support.dockerfile import copies, env, runtime_env, stages
+from tests.support.helm import REPO
 
 
 def test_the_dependency_install_sees_only_the_requirement_list():
@@ -26,6 +32,20 @@ def test_the_dependency_install_sees_only_the_requirement_list():
     assert lists, "the venv's stages copy the requirement list from another stage"
     assert any("pyproject.toml" in arguments for _, arguments in copies(all_stages[lists[0]][1])), \
         f"stage {lists[0]} derives the list from pyproject.toml"
+
+
+def test_the_images_other_packages_are_pinned_within_pyprojects_ranges():
+    """Two builds of one commit get the same numpy, scikit-learn, tensorboardX…; torch comes from build args."""
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", (REPO / "docker" / "constraints.txt").read_text(), re.MULTILINE))
+    dependencies = [Requirement(d) for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]]
+    for requirement in dependencies:
+        if requirement.name in ("torch", "torchvision"):
+            continue
+        assert requirement.name in pins, f"docker/constraints.txt does not pin {requirement.name}"
+        assert requirement.specifier.contains(pins[requirement.name]), f"{requirement.name}=={pins[requirement.name]} is outside {requirement}"
+    installs = [line for line in (REPO / "docker" / "Dockerfile").read_text().split("RUN ") if "--requirement" in line]
+    assert len(installs) == 1 and "--constraint /tmp/constraints.txt" in installs[0]
+    assert "!docker/constraints.txt" in (REPO / ".dockerignore").read_text().splitlines()
 
 
 def test_the_runtime_env_suits_gpu_nodes_and_a_read_only_root():
