@@ -247,6 +247,7 @@ class Trainer:
             raise self._diverged(
                 f"the weights became non-finite by step {self.progress.step}, so no checkpoint was written")
         if self.ctx.is_main:
+            self.reporter.flush()
             self.store.save(self.state(), self.progress.step)
 
     # -- training ------------------------------------------------------------------------------

@@ -196,6 +196,19 @@ def test_a_resumed_run_hides_the_scalars_it_logs_again(tmp_path):
     assert _purge_steps(_scalar_events(tmp_path / "tb1")) == [1]
 
 
+def test_scalars_logged_before_a_checkpoint_survive_a_kill(tmp_path):
+    """A resumed run logs only the steps after its checkpoint, so those before it must be on disk when
+    the checkpoint is: tensorboardX would otherwise hold them for up to 2 minutes."""
+    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    store = CheckpointStore(tmp_path / "ckpt", keep=100)
+    killed = Trainer(Net(), _numbered_dataset(), ctx, dataclasses.replace(CONFIG, log_interval=1),
+                     Reporter(True, tmp_path / "tb"), store)
+    killed.train_epoch()  # not closed, as a SIGKILL leaves it
+    checkpointed = max(int(path.stem.split("-")[1]) for path in store.directory.glob("checkpoint-*.pt"))
+    logged = {e.step for e in _scalar_events(tmp_path / "tb") if any(v.tag == "loss" for v in e.summary.value)}
+    assert checkpointed >= 2 and set(range(1, checkpointed + 1)) <= logged
+
+
 def _purge_steps(events: list) -> list[int]:
     return [e.step for e in events if e.HasField("session_log") and e.session_log.status == e.session_log.START]
 
