@@ -137,8 +137,8 @@ def seed_images_per_second(root: Path, steps: int) -> float:
 def trainer_images_per_second(data: Dataset, batch_size: int, steps: int, precision: str) -> float:
     """This trainer's epoch loop, as `mnist-train --precision PRECISION` sets it up, over `steps` batches."""
     ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
-    configure_device(ctx.device)
     data = data.to(ctx.device, MEMORY_FORMAT)
+    configure_device(ctx.device)
     config = TrainConfig(batch_size=batch_size, precision=precision)
     for limit in (WARMUP_STEPS, steps):
         torch.manual_seed(1)

@@ -118,8 +118,8 @@ def configure_device(device: torch.device) -> None:
         torch.backends.cudnn.allow_tf32 = True
         torch.backends.cudnn.benchmark = True  # static shapes: pick the fastest kernels once
     else:
-        # Not on GPU runs: the dataset's host copies, freed once it is on the device, would stay
-        # in the process's memory for good.
+        # Not on GPU runs: nothing is freed and re-allocated each step there, and freed host memory
+        # would stay in the process's for good. Call this once the data is loaded, for that reason.
         retain_freed_memory()
 
 
