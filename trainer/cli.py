@@ -17,7 +17,7 @@ from trainer.fileio import NotWritableError, atomic_write, ensure_writable_dir, 
 from trainer.loop import (LR_SCHEDULES, IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer,
                           read_latest_checkpoint)
 from trainer.metrics import Reporter, write_metrics_json
-from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net
+from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net, fold_input_normalization
 from trainer.runtime import PRECISIONS, configure_device, configure_threads, missing_compiler, resolve_precision
 from trainer.sigterm import exit_on_sigterm
 
@@ -282,18 +282,20 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
     }
     metrics["model_tflops_per_second"] = metrics["images_per_second"] * TRAIN_FLOPS_PER_IMAGE / 1e12
     if ctx.is_main:
-        _write_outputs(args, net, metrics, reporter)
+        _write_outputs(args, net, data, metrics, reporter)
     return metrics
 
 
-def _write_outputs(args: argparse.Namespace, net: Net, metrics: dict, reporter: Reporter) -> None:
+def _write_outputs(args: argparse.Namespace, net: Net, data: datasets.Dataset, metrics: dict, reporter: Reporter) -> None:
     if not (args.output_dir or args.save_model):
         return
     output_dir = Path(args.output_dir or ".")
     for name in (MODEL_FILE, METRICS_FILE):  # temp files of an attempt killed mid-write; rank 0 alone writes here
         remove_partial_writes(output_dir, name)
-    # A plain state_dict with the seed's keys (no "module." prefix) loads into users' code.
+    # A plain state_dict with the seed's keys (no "module." prefix), taking the seed's raw pixels, loads
+    # into users' code.
     state = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
+    state = fold_input_normalization(state, data.pixel_mean, data.pixel_std)
     model_path = atomic_write(output_dir / MODEL_FILE, lambda handle: torch.save(state, handle))
     reporter.info(f"Saved model to {model_path}")
     if args.output_dir:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import socket
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -39,31 +39,35 @@ class DatasetUnavailable(RuntimeError):
 @dataclass(frozen=True)
 class Dataset:
     name: str
-    train_images: torch.Tensor  # float32 [N, 1, 28, 28], normalized with the train-set statistics
+    train_images: torch.Tensor  # float32 [N, 1, 28, 28]: (pixels - pixel_mean) / pixel_std
     train_labels: torch.Tensor  # int64 [N]
     test_images: torch.Tensor
     test_labels: torch.Tensor
+    # The train set's pixel statistics; pixels as torchvision's ToTensor gives them (in [0, 1]) for
+    # the image datasets.
+    pixel_mean: float = 0.0
+    pixel_std: float = 1.0
 
     def limited(self, train: int | None, test: int | None) -> Dataset:
         """The first `train`/`test` samples of each split (None keeps the whole split)."""
-        return Dataset(
-            self.name,
-            self.train_images[:train],
-            self.train_labels[:train],
-            self.test_images[:test],
-            self.test_labels[:test],
+        return replace(
+            self,
+            train_images=self.train_images[:train],
+            train_labels=self.train_labels[:train],
+            test_images=self.test_images[:test],
+            test_labels=self.test_labels[:test],
         )
 
     def to(self, device: torch.device, memory_format: torch.memory_format) -> Dataset:
         def move(images: torch.Tensor) -> torch.Tensor:
             return images.to(device).contiguous(memory_format=memory_format)
 
-        return Dataset(
-            self.name,
-            move(self.train_images),
-            self.train_labels.to(device),
-            move(self.test_images),
-            self.test_labels.to(device),
+        return replace(
+            self,
+            train_images=move(self.train_images),
+            train_labels=self.train_labels.to(device),
+            test_images=move(self.test_images),
+            test_labels=self.test_labels.to(device),
         )
 
 
@@ -161,6 +165,8 @@ def _normalized(name, train_images, train_labels, test_images, test_labels) -> D
         torch.as_tensor(train_labels, dtype=torch.int64),
         (test - mean) / std,
         torch.as_tensor(test_labels, dtype=torch.int64),
+        pixel_mean=mean.item(),
+        pixel_std=std.item(),
     )
 
 

@@ -33,5 +33,16 @@ class Net(nn.Module):
         return F.log_softmax(self.fc2(x).float(), dim=1)
 
 
+def fold_input_normalization(state: dict[str, torch.Tensor], mean: float, std: float) -> dict[str, torch.Tensor]:
+    """The state of a net that takes raw pixels, from one trained on (pixels - mean) / std.
+
+    conv1 is linear and unpadded, so every output sees a full window and the normalization folds
+    into it exactly: W' = W / std, b' = b - (mean / std) * sum(W). The saved model then takes
+    torchvision's ToTensor() pixels in [0, 1], as the seed script's did.
+    """
+    weight, bias = state["conv1.weight"], state["conv1.bias"]
+    return {**state, "conv1.weight": weight / std, "conv1.bias": bias - (mean / std) * weight.sum(dim=(1, 2, 3))}
+
+
 def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())

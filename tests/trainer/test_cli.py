@@ -18,6 +18,7 @@ from tests.support.procs import free_port, run_trainer, trainer_env
 from trainer import data as datasets
 from trainer.benchmark import write_idx_dataset
 from trainer.cli import build_parser, load_data, parse_args
+from trainer.model import Net
 from trainer.runtime import native_bf16
 
 QUICK = ["--dataset", "synthetic", "--limit-train", "256", "--limit-test", "100", "--threads", "1"]
@@ -185,6 +186,23 @@ def test_freed_memory_is_retained_only_once_the_data_is_loaded(tmp_path, monkeyp
     finally:
         torch.set_num_threads(threads)
     assert calls == ["load", "configure_device"]
+
+
+def test_the_saved_model_takes_raw_pixels_as_the_seeds_did(tmp_path):
+    """Users' seed-era code feeds ToTensor() pixels in [0, 1]; the trainer normalizes them, so the
+    saved model must carry that normalization (the reported accuracy, on raw pixels)."""
+    result = run_trainer(["--dataset", "digits", "--epochs", "2", "--threads", "1", "--dir", "", "--output-dir", "out"],
+                         cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    digits = datasets.load("digits", tmp_path, download=False)
+    pixels = digits.test_images * digits.pixel_std + digits.pixel_mean
+    assert 0 <= pixels.min() and pixels.max() <= 1
+    net = Net()
+    net.load_state_dict(torch.load(tmp_path / "out" / "mnist_cnn.pt", weights_only=True))
+    with torch.no_grad():
+        correct = (net(pixels).argmax(dim=1) == digits.test_labels).sum().item()
+    reported = json.loads((tmp_path / "out" / "metrics.json").read_text())["accuracy"]
+    assert correct == round(reported * len(digits.test_labels))
 
 
 def test_run_id_is_recorded_and_killed_writes_are_cleared(tmp_path):

@@ -1,7 +1,7 @@
 import torch
 import torch.nn.functional as F
 
-from trainer.model import Net, parameter_count
+from trainer.model import Net, fold_input_normalization, parameter_count
 
 
 def test_parameter_count_matches_the_kubeflow_example():
@@ -50,3 +50,14 @@ def test_same_outputs_and_gradients_as_the_seed_forward():
     assert torch.allclose(ours, seed, atol=1e-6)
     for mine, theirs in zip(our_grads, (p.grad for p in net.parameters())):
         assert torch.allclose(mine, theirs, atol=1e-6)
+
+
+def test_folding_the_input_normalization_gives_the_same_outputs_on_raw_pixels():
+    torch.manual_seed(0)
+    trained, pixels = Net(), torch.rand(8, 1, 28, 28)
+    mean, std = 0.2860, 0.3530  # FashionMNIST's
+    raw = Net()
+    raw.load_state_dict(fold_input_normalization(trained.state_dict(), mean, std))
+    with torch.no_grad():
+        assert torch.allclose(raw(pixels), trained((pixels - mean) / std), atol=1e-5)
+    assert torch.equal(raw.conv2.weight, trained.conv2.weight), "only conv1 changes"
