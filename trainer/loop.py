@@ -11,12 +11,14 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from trainer import sigterm
 from trainer.checkpoint import PROGRESS_KEYS, Checkpoint, CheckpointStore, Progress
 from trainer.data import Dataset, epoch_shard, eval_shard
 from trainer.distributed import DistContext
 from trainer.metrics import Reporter
 
 LR_SCHEDULES = ("constant", "onecycle")
+STOP_CHECK_STEPS = 10  # how often the ranks agree on whether one got SIGTERM
 ONECYCLE_WARMUP = 0.15  # fraction of all steps spent warming up from lr/10
 
 
@@ -281,30 +283,40 @@ class Trainer:
         window_steps = 0
         self.net.train()
         started = time.perf_counter()
-        for index, batch in enumerate(batches, start=first):
-            lr = lr_at(config, p.step, self.total_steps)
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
-            loss = self._step(images[batch], labels[batch])
-            window_loss += loss.detach()
-            window_steps += 1
-            p.step += 1
-            taken = len(batch) * ctx.world_size
-            p.consumed += taken
-            p.train_images += taken
-            if index % config.log_interval == 0:
-                mean_loss = self._window_mean(window_loss, window_steps, p.epoch, index)
-                self.reporter.train_progress(
-                    p.epoch, index, num_batches, p.consumed - taken, len(labels), mean_loss, p.step, lr,
-                )
-                window_loss.zero_()
-                window_steps = 0
-            if config.checkpoint_every and p.step % config.checkpoint_every == 0:
-                if window_steps:
-                    self._window_mean(window_loss, window_steps, p.epoch, index)
-                p.train_seconds += self._elapsed(started)
-                self._checkpoint()
-                started = time.perf_counter()
+        # With checkpoints, SIGTERM stops at a step the ranks agree on, after checkpointing it.
+        with sigterm.deferred() if self.store else nullcontext():
+            for index, batch in enumerate(batches, start=first):
+                lr = lr_at(config, p.step, self.total_steps)
+                for group in self.optimizer.param_groups:
+                    group["lr"] = lr
+                loss = self._step(images[batch], labels[batch])
+                window_loss += loss.detach()
+                window_steps += 1
+                p.step += 1
+                taken = len(batch) * ctx.world_size
+                p.consumed += taken
+                p.train_images += taken
+                if index % config.log_interval == 0:
+                    mean_loss = self._window_mean(window_loss, window_steps, p.epoch, index)
+                    self.reporter.train_progress(
+                        p.epoch, index, num_batches, p.consumed - taken, len(labels), mean_loss, p.step, lr,
+                    )
+                    window_loss.zero_()
+                    window_steps = 0
+                last = index == num_batches - 1
+                stopping = self.store is not None and (p.step % STOP_CHECK_STEPS == 0 or last) and self._stop_agreed()
+                # An epoch's last step is checkpointed after its evaluation, unless the job stops first.
+                due = bool(config.checkpoint_every) and p.step % config.checkpoint_every == 0 and not last
+                if due or stopping:
+                    if window_steps:
+                        self._window_mean(window_loss, window_steps, p.epoch, index)
+                    p.train_seconds += self._elapsed(started)
+                    self._checkpoint()
+                    started = time.perf_counter()
+                if stopping:
+                    self.reporter.info(f"Stopped by SIGTERM after step {p.step}, checkpointed: a restarted pod "
+                                       "resumes from there")
+                    raise SystemExit(sigterm.EXIT_CODE)
         if window_steps:
             self._window_mean(window_loss, window_steps, p.epoch, num_batches - 1)
         p.train_seconds += self._elapsed(started)
@@ -322,6 +334,10 @@ class Trainer:
         loss.backward()
         self.optimizer.step()
         return loss
+
+    def _stop_agreed(self) -> bool:
+        """Whether any rank got SIGTERM: then all stop at this step (one small allreduce)."""
+        return not self.ctx.all_true(not sigterm.stop_requested())
 
     def _window_mean(self, loss_sum: torch.Tensor, steps: int, epoch: int, batch: int) -> float:
         """Mean training loss over recent steps on all ranks; stops the job if it is not finite."""

@@ -6,20 +6,34 @@ torchrun) the kernel drops signals that have no handler, and a Python handler ru
 main thread is back in Python, which a rendezvous or a collective waiting for a lost peer delays
 for up to their timeouts. So the handler unwinds the main thread (closing the TensorBoard writer
 and the process group), and a watcher thread ends the process if that has not happened shortly.
-Checkpoints and outputs are written atomically, so stopping anywhere loses none.
+Checkpoints and outputs are written atomically, so stopping anywhere corrupts none.
+
+Inside `deferred()` (the training loop, when it checkpoints) the handler only records the request:
+the ranks agree on it at a step, write a checkpoint there and exit with the same code, so a
+restarted pod loses no steps. The watcher then allows longer, still inside the grace period.
 """
 from __future__ import annotations
 
 import os
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 EXIT_CODE = 128 + signal.SIGTERM
 UNWIND_SECONDS = 5.0  # well inside the kubelet's default grace period of 30 s
+# Room for the ranks to reach their next agreed step and write a checkpoint, still inside it.
+DEFERRED_SECONDS = 20.0
+
+_deferring = False
+_requested = threading.Event()
 
 
-def _unwind(signum: int, frame) -> None:
-    raise SystemExit(EXIT_CODE)
+def _on_sigterm(signum: int, frame) -> None:
+    if _deferring:
+        _requested.set()
+    else:
+        raise SystemExit(EXIT_CODE)
 
 
 def _watch(wakeups: int) -> None:
@@ -28,8 +42,25 @@ def _watch(wakeups: int) -> None:
     while os.read(wakeups, 1) != bytes([signal.SIGTERM]):
         pass  # another signal with a Python handler (SIGINT): not ours
     os.write(2, b"Stopped by SIGTERM\n")
-    threading.Event().wait(UNWIND_SECONDS)
+    threading.Event().wait(DEFERRED_SECONDS if _deferring else UNWIND_SECONDS)
     os._exit(EXIT_CODE)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Inside, SIGTERM only makes stop_requested() true; leaving with a stop pending exits as usual."""
+    global _deferring
+    _deferring = True
+    try:
+        yield
+    finally:
+        _deferring = False
+    if _requested.is_set():
+        raise SystemExit(EXIT_CODE)
+
+
+def stop_requested() -> bool:
+    return _requested.is_set()
 
 
 def exit_on_sigterm() -> None:
@@ -37,5 +68,5 @@ def exit_on_sigterm() -> None:
     wakeups, wakeup_writer = os.pipe()
     os.set_blocking(wakeup_writer, False)
     signal.set_wakeup_fd(wakeup_writer, warn_on_full_buffer=False)
-    signal.signal(signal.SIGTERM, _unwind)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     threading.Thread(target=_watch, args=(wakeups,), name="sigterm-watcher", daemon=True).start()

@@ -110,6 +110,34 @@ def test_killed_rank_resumes_to_the_same_weights(tmp_path, precision):
     assert_same_weights(reference / "out" / "mnist_cnn.pt", interrupted / "out" / "mnist_cnn.pt")
 
 
+def test_sigterm_to_one_pod_checkpoints_where_both_stop_and_resumes_to_the_same_weights(tmp_path):
+    """The kubelet stops one pod (an eviction, a preempted node): every rank stops at the same step,
+    rank 0 checkpoints it and all exit 143, so the restarted job trains no step twice."""
+    args = [*SMALL, "--limit-train", "8192", "--epochs", "2", "--checkpoint-every", "100000",
+            "--checkpoint-dir", "ckpt", "--output-dir", "out", "--dir", "", "--log-interval", "1"]
+    reference, interrupted = tmp_path / "reference", tmp_path / "interrupted"
+    reference.mkdir()
+    interrupted.mkdir()
+    assert wait_all(start_pods(args, reference, 2, free_port())) == [0, 0]
+
+    port = free_port()
+    pods = start_pods(args, interrupted, 2, port)
+    deadline = time.monotonic() + 240
+    while (interrupted / "rank0.log").read_text().count("Train Epoch: 1 ") < 3:
+        assert time.monotonic() < deadline and pods[0].poll() is None, (interrupted / "rank0.log").read_text()
+        time.sleep(0.01)
+    pods[1].send_signal(signal.SIGTERM)  # the worker only
+    assert wait_all(pods, timeout=60) == [143, 143], (interrupted / "rank0.log").read_text()
+    stopped = re.search(r"Stopped by SIGTERM after step (\d+), checkpointed", (interrupted / "rank0.log").read_text())
+    assert stopped, (interrupted / "rank0.log").read_text()
+    step = int(stopped.group(1))
+    assert step % 10 == 0 and (interrupted / "ckpt" / f"checkpoint-{step:09d}.pt").exists()
+
+    assert wait_all(start_pods(args, interrupted, 2, port)) == [0, 0]
+    assert f"Resumed from ckpt/checkpoint-{step:09d}.pt (step {step}," in (interrupted / "rank0.log").read_text()
+    assert_same_weights(reference / "out" / "mnist_cnn.pt", interrupted / "out" / "mnist_cnn.pt")
+
+
 def test_digits_reach_95_percent_test_accuracy(tmp_path):
     """The bar a user would accept for 8x8 digits: >= 95% on the 359 held-out images."""
     result = run_trainer(["--dataset", "digits", "--epochs", "15", "--batch-size", "32", "--lr", "0.05",
