@@ -256,6 +256,9 @@ class Trainer:
 
     def fit(self) -> Evaluation:
         p = self.progress
+        if p.epoch > self.config.epochs:
+            # A finished run, resumed: its model on this run's test set (--limit-test may differ).
+            return evaluate(self.net, self.data, self.ctx, self.config.test_batch_size, self.config.precision)
         while p.epoch <= self.config.epochs:
             self.train_epoch()
             result = evaluate(self.net, self.data, self.ctx, self.config.test_batch_size, self.config.precision)
