@@ -12,7 +12,7 @@ import torch
 
 from trainer import data as datasets
 from trainer.checkpoint import CheckpointStore
-from trainer.distributed import BACKENDS, DistContext, LaunchError, init, shutdown
+from trainer.distributed import BACKENDS, DistContext, LaunchError, PeersUnreachable, init, shutdown
 from trainer.fileio import NotWritableError, atomic_write, ensure_writable_dir, remove_partial_writes
 from trainer.loop import (LR_SCHEDULES, IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer,
                           read_latest_checkpoint)
@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--startup-timeout", type=_timeout, default=1800.0, metavar="SECONDS",
                      help="how long processes wait for each other to start (pods pulling images or pending; "
                           "under torchrun its rendezvous timeout applies instead) and for the dataset "
-                          "download, before --pg-timeout applies (default: 1800)")
+                          "download, before --pg-timeout applies; never shorter than --pg-timeout (default: 1800)")
     return p
 
 
@@ -311,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     except (LaunchError, datasets.DatasetUnavailable, NonFiniteLoss, IncompatibleCheckpoint) as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return EXIT_PERMANENT
+    except PeersUnreachable as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return EXIT_RETRYABLE
     except Exception:
         sys.excepthook(*sys.exc_info())
         return EXIT_RETRYABLE

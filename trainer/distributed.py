@@ -30,6 +30,10 @@ class LaunchError(RuntimeError):
     """The environment or flags cannot start this process correctly; the message says why."""
 
 
+class PeersUnreachable(RuntimeError):
+    """The ranks did not all meet in time: a pod not yet started or a wrong address. A restart may fix it."""
+
+
 @dataclass(frozen=True)
 class DistContext:
     rank: int
@@ -142,8 +146,8 @@ def resolve_backend(requested: str, use_cuda: bool) -> str:
         return "nccl" if use_cuda else "gloo"
     if requested == "nccl" and not use_cuda:
         raise LaunchError(
-            "--backend nccl needs a CUDA GPU, but none is available to this process "
-            f"(or --no-cuda was given){_cuda_build_hint()}. Use --backend gloo or --backend auto on CPU."
+            "--backend nccl needs a CUDA GPU, but none is available to this process"
+            f"{_cuda_build_hint()}. Use --backend gloo or --backend auto on CPU."
         )
     return requested
 
@@ -210,10 +214,17 @@ def _rendezvous_store(launch: LaunchEnv, timeout: timedelta) -> dist.TCPStore:
     process group's own joining, bound by the short collective timeout, finds them all there. A key
     per rank, not a count, so that a restarted rank is not counted twice.
     """
-    store = dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, is_master=launch.rank == 0,
-                          timeout=timeout, wait_for_workers=False)
-    store.set(f"trainer/joined/{launch.rank}", "1")
-    store.wait([f"trainer/joined/{rank}" for rank in range(launch.world_size)])
+    try:
+        store = dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, is_master=launch.rank == 0,
+                              timeout=timeout, wait_for_workers=False)
+        store.set(f"trainer/joined/{launch.rank}", "1")
+        store.wait([f"trainer/joined/{rank}" for rank in range(launch.world_size)])
+    except dist.DistError as error:
+        reason = str(error).strip().splitlines()[0]
+        raise PeersUnreachable(
+            f"rank {launch.rank} of {launch.world_size} could not meet the others at MASTER_ADDR={launch.master_addr} "
+            f"MASTER_PORT={launch.master_port} within {timeout.total_seconds():.0f} s (--startup-timeout): {reason}"
+        ) from error
     return store
 
 

@@ -232,6 +232,19 @@ def test_a_launch_a_restart_cannot_fix_exits_1(tmp_path):
     assert "Add a Master, or start the trainer with torchrun" in result.stderr
 
 
+def test_an_unreachable_master_is_named_in_one_line_and_retried(tmp_path):
+    """No Master listens (a wrong MASTER_ADDR/PORT, or its pod not started): exit 128, which
+    restartPolicy ExitCode retries, with the address in the last line rather than a C++ traceback."""
+    port = free_port()
+    result = run_trainer([*QUICK, "--dir", "", "--startup-timeout", "2", "--pg-timeout", "2"], cwd=tmp_path,
+                         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK="1")
+    assert result.returncode == 128, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        f"error: rank 1 of 2 could not meet the others at MASTER_ADDR=127.0.0.1 MASTER_PORT={port} within 2 s "
+        "(--startup-timeout): ")
+    assert "Traceback" not in result.stderr
+
+
 def test_a_fallback_is_accepted_beside_a_dataset_that_never_needs_it():
     # `make run` (ci/localjob/run-values.yaml) passes --fallback-dataset digits whatever dataset a user's values choose.
     for dataset in ("digits", "synthetic"):
