@@ -38,6 +38,22 @@ def assert_same_weights(expected_path, actual_path):
         assert torch.equal(expected[key], actual[key]), key
 
 
+def _reference_run_then_pods_once(args, tmp_path, started) -> tuple:
+    """Runs `args` on 2 pods to the end in tmp_path/reference, then starts them again in
+    tmp_path/interrupted and returns (that directory, its port, its pods) once `started(directory)`."""
+    reference, interrupted = tmp_path / "reference", tmp_path / "interrupted"
+    reference.mkdir()
+    interrupted.mkdir()
+    assert wait_all(start_pods(args, reference, 2, free_port())) == [0, 0]
+    port = free_port()
+    pods = start_pods(args, interrupted, 2, port)
+    deadline = time.monotonic() + 240
+    while not started(interrupted):
+        assert time.monotonic() < deadline and pods[0].poll() is None, (interrupted / "rank0.log").read_text()
+        time.sleep(0.01)
+    return interrupted, port, pods
+
+
 def test_two_pods_with_the_operator_contract(tmp_path):
     args = [*SMALL, "--epochs", "2", "--log-interval", "4", "--output-dir", "out", "--dir", "tb"]
     codes = wait_all(start_pods(args, tmp_path, world_size=2, port=free_port()))
@@ -86,18 +102,8 @@ def test_torchrun_two_processes(tmp_path):
 def test_killed_rank_resumes_to_the_same_weights(tmp_path, precision):
     args = [*SMALL, "--precision", precision, "--limit-train", "8192", "--epochs", "2", "--checkpoint-every", "16",
             "--checkpoint-dir", "ckpt", "--output-dir", "out", "--dir", "", "--log-interval", "100"]
-    reference, interrupted = tmp_path / "reference", tmp_path / "interrupted"
-    reference.mkdir()
-    interrupted.mkdir()
-
-    assert wait_all(start_pods(args, reference, 2, free_port())) == [0, 0]
-
-    port = free_port()
-    pods = start_pods(args, interrupted, 2, port)
-    deadline = time.monotonic() + 240
-    while not list((interrupted / "ckpt").glob("checkpoint-*.pt")):
-        assert time.monotonic() < deadline and pods[0].poll() is None, "no checkpoint appeared"
-        time.sleep(0.01)
+    interrupted, port, pods = _reference_run_then_pods_once(
+        args, tmp_path, lambda directory: list((directory / "ckpt").glob("checkpoint-*.pt")))
     pods[1].send_signal(signal.SIGKILL)
     codes = wait_all(pods, timeout=120)
     assert codes[1] == -signal.SIGKILL
@@ -107,7 +113,7 @@ def test_killed_rank_resumes_to_the_same_weights(tmp_path, precision):
     assert wait_all(start_pods(args, interrupted, 2, port)) == [0, 0]
     resumed_log = (interrupted / "rank0.log").read_text()
     assert "Resumed from ckpt/checkpoint-" in resumed_log and f"Precision: {precision}" in resumed_log
-    assert_same_weights(reference / "out" / "mnist_cnn.pt", interrupted / "out" / "mnist_cnn.pt")
+    assert_same_weights(tmp_path / "reference" / "out" / "mnist_cnn.pt", interrupted / "out" / "mnist_cnn.pt")
 
 
 def test_sigterm_to_one_pod_checkpoints_where_both_stop_and_resumes_to_the_same_weights(tmp_path):
@@ -115,17 +121,8 @@ def test_sigterm_to_one_pod_checkpoints_where_both_stop_and_resumes_to_the_same_
     rank 0 checkpoints it and all exit 143, so the restarted job trains no step twice."""
     args = [*SMALL, "--limit-train", "8192", "--epochs", "2", "--checkpoint-every", "100000",
             "--checkpoint-dir", "ckpt", "--output-dir", "out", "--dir", "", "--log-interval", "1"]
-    reference, interrupted = tmp_path / "reference", tmp_path / "interrupted"
-    reference.mkdir()
-    interrupted.mkdir()
-    assert wait_all(start_pods(args, reference, 2, free_port())) == [0, 0]
-
-    port = free_port()
-    pods = start_pods(args, interrupted, 2, port)
-    deadline = time.monotonic() + 240
-    while (interrupted / "rank0.log").read_text().count("Train Epoch: 1 ") < 3:
-        assert time.monotonic() < deadline and pods[0].poll() is None, (interrupted / "rank0.log").read_text()
-        time.sleep(0.01)
+    interrupted, port, pods = _reference_run_then_pods_once(
+        args, tmp_path, lambda directory: (directory / "rank0.log").read_text().count("Train Epoch: 1 ") >= 3)
     pods[1].send_signal(signal.SIGTERM)  # the worker only
     assert wait_all(pods, timeout=60) == [143, 143], (interrupted / "rank0.log").read_text()
     stopped = re.search(r"Stopped by SIGTERM after step (\d+), checkpointed", (interrupted / "rank0.log").read_text())
@@ -135,7 +132,7 @@ def test_sigterm_to_one_pod_checkpoints_where_both_stop_and_resumes_to_the_same_
 
     assert wait_all(start_pods(args, interrupted, 2, port)) == [0, 0]
     assert f"Resumed from ckpt/checkpoint-{step:09d}.pt (step {step}," in (interrupted / "rank0.log").read_text()
-    assert_same_weights(reference / "out" / "mnist_cnn.pt", interrupted / "out" / "mnist_cnn.pt")
+    assert_same_weights(tmp_path / "reference" / "out" / "mnist_cnn.pt", interrupted / "out" / "mnist_cnn.pt")
 
 
 def test_digits_reach_95_percent_test_accuracy(tmp_path):
