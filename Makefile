@@ -84,7 +84,7 @@ image: ## Build the trainer image (VARIANT=cpu|cuda, IMG=…, CONTAINER_TOOL=doc
 		bash ci/build-image.sh $(IMAGE_BUILD_FLAGS)
 
 .PHONY: image-offline
-image-offline: ## Build the image with rootful podman, no registry needed (VARIANT=cpu|cuda); push: sudo make push CONTAINER_TOOL=podman
+image-offline: ## Build the image with rootful podman, no registry needed, for this machine's platform (VARIANT=cpu|cuda); push: sudo make push CONTAINER_TOOL=podman
 	VARIANT=$(VARIANT) IMG=$(IMG) bash ci/podman/build-offline.sh $(IMAGE_BUILD_FLAGS)
 
 .PHONY: push
