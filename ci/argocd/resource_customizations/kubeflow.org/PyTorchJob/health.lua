@@ -10,7 +10,10 @@ local active = {}
 if obj.status ~= nil and obj.status.conditions ~= nil then
   for _, condition in ipairs(obj.status.conditions) do
     if condition.status == "True" and condition.type ~= nil then
-      active[condition.type] = condition.message or condition.reason or condition.type
+      -- An empty message is true in Lua; fall back to the reason then too.
+      local message = condition.message
+      if message == "" then message = nil end
+      active[condition.type] = message or condition.reason or condition.type
     end
   end
 end
