@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None, out=sys.stdout) -> int:
     busy = busy_ports(pods)
     if busy:
         print(f"localjob: port {', '.join(map(str, busy))} is already in use on this machine; "
-              "stop what holds it or pass --port N", file=sys.stderr)
+              "stop what holds it or pass --port N (an elasticPolicy.rdzvPort of its own moves with "
+              "--set elasticPolicy.rdzvPort=N instead)", file=sys.stderr)
         return 2
     if args.fresh:
         delete_run_state(run_dir)

@@ -63,7 +63,7 @@ class LocalPod:
     index: int
     argv: tuple[str, ...]
     env: dict[str, str]           # the complete process environment
-    injected_env: tuple[tuple[str, str], ...]  # what the operator appended (after localizing hosts)
+    injected_env: tuple[tuple[str, str], ...]  # what the operator appended (hosts localized, rendezvous host pinned)
     cwd: Path
     restart_policy: str
     mounts: tuple[tuple[str, Path], ...]  # (container path, local directory)
@@ -90,15 +90,40 @@ def empty_dirs(run_dir: Path, pod: str) -> Path:
     return pod_dir(run_dir, pod) / "volumes"
 
 
-def localize_hosts(env: list[tuple[str, str]], pod_names: set[str]) -> list[tuple[str, str]]:
+def pod_named(host: str, pod_names: set[str], namespace: str) -> str | None:
+    """The pod that `host` names, as its headless Service resolves on a cluster: `<pod>`, `<pod>.<namespace>`,
+    `<pod>.<namespace>.svc` or `<pod>.<namespace>.svc.cluster.local`."""
+    pod, _, domain = host.partition(".")
+    if pod in pod_names and domain in ("", namespace, f"{namespace}.svc", f"{namespace}.svc.cluster.local"):
+        return pod
+    return None
+
+
+def localize_hosts(env: list[tuple[str, str]], pod_names: set[str], namespace: str) -> list[tuple[str, str]]:
     """Replace pod/Service names (alone or as `name:port`) by 127.0.0.1."""
     localized = []
     for name, value in env:
         host, sep, port = value.partition(":")
-        if host in pod_names:
+        if pod_named(host, pod_names, namespace):
             value = LOCALHOST + sep + port
         localized.append((name, value))
     return localized
+
+
+def pin_rendezvous_host(env: list[tuple[str, str]], pod: str, pod_names: set[str], namespace: str) -> list[tuple[str, str]]:
+    """Tell torchrun's c10d rendezvous whether this pod hosts its store (`is_host` in PET_RDZV_CONF).
+
+    On a cluster only the pod the endpoint names matches its address, so only it serves the store. Here
+    every pod's address is 127.0.0.1: each agent would take itself for the host, whichever bound first
+    would serve the store, and killing that pod would end every pod's rendezvous.
+    """
+    endpoint = dict(env).get("PET_RDZV_ENDPOINT")
+    host = endpoint and pod_named(endpoint.rpartition(":")[0], pod_names, namespace)
+    if not host:
+        return env
+    conf = [part for part in dict(env).get("PET_RDZV_CONF", "").split(",") if part and not part.startswith("is_host=")]
+    conf.append(f"is_host={'true' if host == pod else 'false'}")
+    return [(name, value) for name, value in env if name != "PET_RDZV_CONF"] + [("PET_RDZV_CONF", ",".join(conf))]
 
 
 def volume_mounts(pod_spec: dict, container: dict, pod: str, run_dir: Path) -> list[tuple[str, Path]]:
@@ -183,14 +208,17 @@ def container_env(container: dict, pod: str, namespace: str) -> list[tuple[str, 
 
 
 def downward_cpu_request(container: dict, divisor: str, pod: str) -> int:
-    """requests.cpu as the downward API gives it: in units of the divisor (1 or 1m), rounded up; 0 if unset."""
+    """requests.cpu as the downward API gives it: in units of the divisor (1 or 1m), rounded up; the
+    limit when only that is set; 0 if neither is."""
     def millicores(quantity: object) -> Decimal:
         text = str(quantity)
         try:
             return Decimal(text[:-1]) if text.endswith("m") else Decimal(text) * 1000
         except InvalidOperation:
             raise UnsupportedPod(f"{pod}: CPU quantity {text!r} is not a number of cores or millicores") from None
-    requested = ((container.get("resources") or {}).get("requests") or {}).get("cpu", 0)
+    resources = container.get("resources") or {}
+    # The API server defaults a missing request to the limit.
+    requested = (resources.get("requests") or {}).get("cpu", (resources.get("limits") or {}).get("cpu", 0))
     return math.ceil(millicores(requested) / millicores(divisor))
 
 
@@ -270,13 +298,18 @@ def plan_pods(job: dict, run_dir: Path, namespace: str = "default",
         mounts = volume_mounts(pod_spec, container, name, run_dir)
         own = container_env(container, name, namespace)
         # The operator appends its variables to the container's env: they come after its own in expansion too.
-        pod_env = expand_env(own + localize_hosts(op.operator_env(job, replica_type, index), pod_names))
+        injected = pin_rendezvous_host(op.operator_env(job, replica_type, index), name, pod_names, namespace)
+        pod_env = expand_env(own + localize_hosts(injected, pod_names, namespace))
         own, injected = pod_env[:len(own)], pod_env[len(own):]
         argv = pod_argv(container, dict(pod_env), mounts, name)
         env = {**base_env, "CUDA_VISIBLE_DEVICES": devices}
         env.update((k, map_path(v, mounts)) for k, v in own)
         env.update(injected)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+        # The image's python first, for commands a shell runs too (`sh -c "python …"`).
+        env["PATH"] = os.pathsep.join(p for p in (str(Path(sys.executable).parent), env.get("PATH", "")) if p)
+        if tmp := dict(mounts).get("/tmp"):
+            env["TMPDIR"] = str(tmp)  # the pod's /tmp emptyDir, where torchrun and compilers write
         working_dir = container.get("workingDir")
         cwd = Path(map_path(working_dir, mounts)) if working_dir else None
         if cwd is None or not str(cwd).startswith(str(run_dir)):

@@ -55,7 +55,8 @@ def test_busy_port_is_reported_with_the_fix(tmp_path, capsys):
         holder.listen()
         port = holder.getsockname()[1]
         assert main(["--run-dir", str(tmp_path), "--port", str(port)]) == 2
-    assert f"port {port} is already in use on this machine; stop what holds it or pass --port N" in capsys.readouterr().err
+    assert f"port {port} is already in use on this machine; stop what holds it or pass --port N (an " \
+           "elasticPolicy.rdzvPort of its own moves with --set elasticPolicy.rdzvPort=N instead)" in capsys.readouterr().err
 
 
 def test_a_port_whose_last_connection_is_in_time_wait_is_free():

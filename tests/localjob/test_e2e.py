@@ -139,6 +139,21 @@ def test_elastic_worker_group_restarted_by_torchrun_resumes(tmp_path):
     assert json.loads((tmp_path / "mnist" / RUN_SUBDIR / "model/metrics.json").read_text())["epochs"] == 4
 
 
+def test_elastic_job_survives_losing_a_pod_that_does_not_host_the_rendezvous(tmp_path):
+    """On a cluster only worker-0, which the rendezvous endpoint names, serves torchrun's c10d store;
+    here every pod is 127.0.0.1, and a store that landed in worker-1 went down with it for every pod."""
+    runner = start_runner(tmp_path, "-f", str(CHART / "ci/elastic-cpu-values.yaml"), "--set", "training.epochs=4")
+    checkpoints = tmp_path / "mnist" / RUN_SUBDIR / "checkpoints"
+    while not list(checkpoints.glob("*/checkpoint-*.pt")):
+        assert runner.poll() is None, f"the job ended before its first checkpoint:\n{finish(runner)}"
+        time.sleep(0.05)
+    os.kill(int((tmp_path / "mnist/pods/mnist-worker-1/pid").read_text()), signal.SIGKILL)
+    output = finish(runner)
+    assert runner.returncode == 0, output
+    assert "mnist-worker-1 exited with code 137 (SIGKILL); restarting it" in output
+    assert "PyTorchJob mnist Succeeded" in output
+
+
 def test_divergence_fails_at_once_under_restart_policy_exit_code(tmp_path):
     """Every restart would diverge again: the trainer's permanent exit code ends the job without one."""
     runner = start_runner(tmp_path, "--set", "restartPolicy=ExitCode", "--set-string", "training.lr=1e12",

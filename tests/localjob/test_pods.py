@@ -51,7 +51,9 @@ def test_env_is_host_env_then_container_env_then_operator_env(default_job, tmp_p
     assert worker.env["WORLD_SIZE"] == "2", "the operator's variables are appended, so they win"
     assert worker.env["POD"] == "mnist-worker-0"
     assert worker.env["RANK"] == "1" and "LOCAL_RANK" not in worker.env and "TORCHELASTIC_RUN_ID" not in worker.env
-    assert worker.env["PATH"] == "/usr/bin" and worker.env["HOME"] == "/home/me"
+    assert worker.env["PATH"] == f"{Path(sys.executable).parent}:/usr/bin", "the image's python first, for shells too"
+    assert worker.env["HOME"] == "/home/me"
+    assert worker.env["TMPDIR"] == str(tmp_path / "pods/mnist-worker-0/volumes/tmp"), "the pod's /tmp emptyDir"
     assert worker.env["PYTHONPATH"] == f"{REPO}:/opt/lib", "the checkout stands in for the image"
     assert worker.env["MASTER_ADDR"] == worker.env["PET_MASTER_ADDR"] == "127.0.0.1"
     assert dict(worker.injected_env)["MASTER_ADDR"] == "127.0.0.1"
@@ -67,6 +69,9 @@ def test_the_cpu_request_reaches_the_trainer_as_the_downward_api_gives_it(defaul
             {"name": "CPUS", "valueFrom": {"resourceFieldRef": {"resource": "requests.cpu", "divisor": divisor}}}]})
         return plan_pods(job, tmp_path, host_env=HOST_ENV)[0].env["CPUS"]
     assert [request("500m", "1m"), request(2, "1m"), request("1.5", "1m"), request(None, "1m")] == ["500", "2000", "1500", "0"]
+    only_limit = pod_spec_job(container={"resources": {"limits": {"cpu": "2"}}, "env": [
+        {"name": "CPUS", "valueFrom": {"resourceFieldRef": {"resource": "requests.cpu", "divisor": "1m"}}}]})
+    assert plan_pods(only_limit, tmp_path, host_env=HOST_ENV)[0].env["CPUS"] == "2000", "the API server's default request"
     assert [request("500m", "1"), request("1.5", "1"), request("2", "1")] == ["1", "2", "2"], "rounded up, as the kubelet does"
     with pytest.raises(UnsupportedPod, match=re.escape("mnist-master-0: CPU quantity 'lots' is not a number")):
         request("lots", "1m")
@@ -111,9 +116,25 @@ def test_port_override(default_job, tmp_path):
 
 def test_torchrun_and_elastic_rendezvous_are_local(helm, tmp_path):
     job = one(helm.render(CHART, set_values={"torchrun.enabled": True, "elasticPolicy.enabled": True}), "PyTorchJob")
-    master = plan_pods(job, tmp_path, host_env=HOST_ENV)[0]
+    master, worker = plan_pods(job, tmp_path, host_env=HOST_ENV)
     assert master.argv[:5] == (sys.executable, "-m", "trainer.torchrun", "--module", "trainer")
     assert master.env["PET_RDZV_ENDPOINT"] == "127.0.0.1:23456"
+    # Every pod is 127.0.0.1 here: only worker-0, which the endpoint names, may host the store, as on a cluster.
+    assert (master.env["PET_RDZV_CONF"], worker.env["PET_RDZV_CONF"]) == ("is_host=false", "is_host=true")
+
+
+@pytest.mark.parametrize("host", ["mnist-worker-0.ml", "mnist-worker-0.ml.svc", "mnist-worker-0.ml.svc.cluster.local"])
+def test_a_rendezvous_host_named_by_its_service_domain_is_local_too(helm, tmp_path, host):
+    job = one(helm.render(CHART, set_values={"torchrun.enabled": True, "elasticPolicy.enabled": True,
+                                             "elasticPolicy.rdzvHost": host, "elasticPolicy.rdzvConf.join_timeout": 900}),
+              "PyTorchJob")
+    master, worker = plan_pods(job, tmp_path, namespace="ml", host_env=HOST_ENV)
+    assert master.env["PET_RDZV_ENDPOINT"] == "127.0.0.1:23456"
+    assert worker.env["PET_RDZV_CONF"] == "join_timeout=900,is_host=true", "the user's settings stay"
+    external = one(helm.render(CHART, set_values={"torchrun.enabled": True, "elasticPolicy.enabled": True,
+                                                  "elasticPolicy.rdzvHost": "mnist-worker-0.other"}), "PyTorchJob")
+    assert plan_pods(external, tmp_path, namespace="ml", host_env=HOST_ENV)[0].env["PET_RDZV_ENDPOINT"] == \
+        "mnist-worker-0.other:23456", "another namespace's pod is not this job's"
 
 
 @pytest.mark.parametrize("value, expected", [
