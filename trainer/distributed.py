@@ -223,7 +223,8 @@ def _rendezvous_store(launch: LaunchEnv, timeout: timedelta) -> dist.TCPStore:
         reason = str(error).strip().splitlines()[0]
         raise PeersUnreachable(
             f"rank {launch.rank} of {launch.world_size} could not meet the others at MASTER_ADDR={launch.master_addr} "
-            f"MASTER_PORT={launch.master_port} within {timeout.total_seconds():.0f} s (--startup-timeout): {reason}"
+            f"MASTER_PORT={launch.master_port} (waiting up to {timeout.total_seconds():.0f} s, the longer of "
+            f"--startup-timeout and --pg-timeout): {reason}"
         ) from error
     return store
 

@@ -5,6 +5,7 @@ import math
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
+from typing import NoReturn
 
 import torch
 import torch.nn.functional as F
@@ -236,7 +237,7 @@ class Trainer:
                 more = (f"its {self.config.lr_schedule} schedule spans exactly these epochs, so to train longer "
                         "start a new run in another --checkpoint-dir.")
             self.reporter.info(
-                f"That run has finished {_epochs(self.config.epochs)} (accuracy={last['accuracy']:.4f}), so "
+                f"That run has finished {_epochs(self.config.epochs)} (accuracy {last['accuracy']:.4f} then), so "
                 f"nothing is left to train; {more}"
             )
 
@@ -258,16 +259,24 @@ class Trainer:
         p = self.progress
         if p.epoch > self.config.epochs:
             # A finished run, resumed: its model on this run's test set (--limit-test may differ).
-            return evaluate(self.net, self.data, self.ctx, self.config.test_batch_size, self.config.precision)
-        while p.epoch <= self.config.epochs:
-            self.train_epoch()
             result = evaluate(self.net, self.data, self.ctx, self.config.test_batch_size, self.config.precision)
-            if not math.isfinite(result.loss):
-                raise self._diverged(f"test loss became {result.loss} after epoch {p.epoch}")
-            self.reporter.evaluation(p.epoch, result.accuracy, result.loss)
-            p.history.append({"epoch": p.epoch, "accuracy": result.accuracy, "val_loss": result.loss})
-            p.epoch, p.consumed = p.epoch + 1, 0
-            self._checkpoint()
+            self.reporter.evaluation(p.epoch - 1, result.accuracy, result.loss)
+            return result
+        # With checkpoints, SIGTERM stops the job where the ranks next agree to (train_epoch, and
+        # after each epoch-end checkpoint), once that step is checkpointed: no step is trained twice.
+        with sigterm.deferred() if self.store else nullcontext():
+            while p.epoch <= self.config.epochs:
+                self.train_epoch()
+                result = evaluate(self.net, self.data, self.ctx, self.config.test_batch_size, self.config.precision)
+                if not math.isfinite(result.loss):
+                    raise self._diverged(f"test loss became {result.loss} after epoch {p.epoch}")
+                self.reporter.evaluation(p.epoch, result.accuracy, result.loss)
+                p.history.append({"epoch": p.epoch, "accuracy": result.accuracy, "val_loss": result.loss})
+                p.epoch, p.consumed = p.epoch + 1, 0
+                self._checkpoint()
+                # After the last epoch the outputs are written instead: that run has nothing left to train.
+                if p.epoch <= self.config.epochs and self._stop_agreed():
+                    self._stop()
         last = p.history[-1]
         return Evaluation(last["accuracy"], last["val_loss"], len(self.data.test_labels))
 
@@ -286,40 +295,36 @@ class Trainer:
         window_steps = 0
         self.net.train()
         started = time.perf_counter()
-        # With checkpoints, SIGTERM stops at a step the ranks agree on, after checkpointing it.
-        with sigterm.deferred() if self.store else nullcontext():
-            for index, batch in enumerate(batches, start=first):
-                lr = lr_at(config, p.step, self.total_steps)
-                for group in self.optimizer.param_groups:
-                    group["lr"] = lr
-                loss = self._step(images[batch], labels[batch])
-                window_loss += loss.detach()
-                window_steps += 1
-                p.step += 1
-                taken = len(batch) * ctx.world_size
-                p.consumed += taken
-                p.train_images += taken
-                if index % config.log_interval == 0:
-                    mean_loss = self._window_mean(window_loss, window_steps, p.epoch, index)
-                    self.reporter.train_progress(
-                        p.epoch, index, num_batches, p.consumed - taken, len(labels), mean_loss, p.step, lr,
-                    )
-                    window_loss.zero_()
-                    window_steps = 0
-                last = index == num_batches - 1
-                stopping = self.store is not None and (p.step % STOP_CHECK_STEPS == 0 or last) and self._stop_agreed()
-                # An epoch's last step is checkpointed after its evaluation, unless the job stops first.
-                due = bool(config.checkpoint_every) and p.step % config.checkpoint_every == 0 and not last
-                if due or stopping:
-                    if window_steps:
-                        self._window_mean(window_loss, window_steps, p.epoch, index)
-                    p.train_seconds += self._elapsed(started)
-                    self._checkpoint()
-                    started = time.perf_counter()
-                if stopping:
-                    self.reporter.info(f"Stopped by SIGTERM after step {p.step}, checkpointed: a restarted pod "
-                                       "resumes from there")
-                    raise SystemExit(sigterm.EXIT_CODE)
+        for index, batch in enumerate(batches, start=first):
+            lr = lr_at(config, p.step, self.total_steps)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            loss = self._step(images[batch], labels[batch])
+            window_loss += loss.detach()
+            window_steps += 1
+            p.step += 1
+            taken = len(batch) * ctx.world_size
+            p.consumed += taken
+            p.train_images += taken
+            if index % config.log_interval == 0:
+                mean_loss = self._window_mean(window_loss, window_steps, p.epoch, index)
+                self.reporter.train_progress(
+                    p.epoch, index, num_batches, p.consumed - taken, len(labels), mean_loss, p.step, lr,
+                )
+                window_loss.zero_()
+                window_steps = 0
+            # An epoch's last step is checkpointed after its evaluation, and fit() agrees on a stop there.
+            last = index == num_batches - 1
+            stopping = not last and p.step % STOP_CHECK_STEPS == 0 and self._stop_agreed()
+            due = bool(config.checkpoint_every) and p.step % config.checkpoint_every == 0 and not last
+            if due or stopping:
+                if window_steps:
+                    self._window_mean(window_loss, window_steps, p.epoch, index)
+                p.train_seconds += self._elapsed(started)
+                self._checkpoint()
+                started = time.perf_counter()
+            if stopping:
+                self._stop()
         if window_steps:
             self._window_mean(window_loss, window_steps, p.epoch, num_batches - 1)
         p.train_seconds += self._elapsed(started)
@@ -339,8 +344,15 @@ class Trainer:
         return loss
 
     def _stop_agreed(self) -> bool:
-        """Whether any rank got SIGTERM: then all stop at this step (one small allreduce)."""
-        return not self.ctx.all_true(not sigterm.stop_requested())
+        """Whether any rank got SIGTERM, asked of all ranks at the same step (one small allreduce);
+        always False without checkpoints, where SIGTERM stops a rank at once."""
+        return self.store is not None and not self.ctx.all_true(not sigterm.stop_requested())
+
+    def _stop(self) -> NoReturn:
+        """Ends this rank after the checkpoint of the step all ranks stop at."""
+        self.reporter.info(f"Stopped by SIGTERM after step {self.progress.step}, checkpointed: a restarted pod "
+                           "resumes from there")
+        raise SystemExit(sigterm.EXIT_CODE)
 
     def _window_mean(self, loss_sum: torch.Tensor, steps: int, epoch: int, batch: int) -> float:
         """Mean training loss over recent steps on all ranks; stops the job if it is not finite."""

@@ -8,9 +8,9 @@ for up to their timeouts. So the handler unwinds the main thread (closing the Te
 and the process group), and a watcher thread ends the process if that has not happened shortly.
 Checkpoints and outputs are written atomically, so stopping anywhere corrupts none.
 
-Inside `deferred()` (the training loop, when it checkpoints) the handler only records the request:
-the ranks agree on it at a step, write a checkpoint there and exit with the same code, so a
-restarted pod loses no steps. The watcher then allows longer, still inside the grace period.
+Inside `deferred()` (training with checkpoints) the handler only records the request: the ranks
+agree on it at a step, write a checkpoint there and exit with the same code, so a restarted pod
+loses no steps. The watcher then allows longer, still inside the grace period.
 """
 from __future__ import annotations
 
@@ -48,15 +48,15 @@ def _watch(wakeups: int) -> None:
 
 @contextmanager
 def deferred() -> Iterator[None]:
-    """Inside, SIGTERM only makes stop_requested() true; leaving with a stop pending exits as usual."""
+    """Inside, SIGTERM only makes stop_requested() true. One arriving after the ranks' last agreement
+    does not stop this rank alone on the way out: the outputs follow, and the watcher ends the process
+    if they take too long."""
     global _deferring
     _deferring = True
     try:
         yield
     finally:
         _deferring = False
-    if _requested.is_set():
-        raise SystemExit(EXIT_CODE)
 
 
 def stop_requested() -> bool:

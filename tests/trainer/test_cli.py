@@ -240,8 +240,8 @@ def test_an_unreachable_master_is_named_in_one_line_and_retried(tmp_path):
                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK="1")
     assert result.returncode == 128, result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith(
-        f"error: rank 1 of 2 could not meet the others at MASTER_ADDR=127.0.0.1 MASTER_PORT={port} within 2 s "
-        "(--startup-timeout): ")
+        f"error: rank 1 of 2 could not meet the others at MASTER_ADDR=127.0.0.1 MASTER_PORT={port} (waiting up "
+        "to 2 s, the longer of --startup-timeout and --pg-timeout): ")
     assert "Traceback" not in result.stderr
 
 
@@ -310,7 +310,9 @@ def test_restart_resumes_only_a_run_with_the_same_settings(tmp_path):
     assert first.returncode == 0, first.stderr
     again = run_trainer([*QUICK, "--dir", "", "--checkpoint-dir", "ckpt"], cwd=tmp_path)
     assert again.returncode == 0, again.stderr
-    assert "That run has finished its 1 epoch (accuracy=0." in again.stdout
+    assert "That run has finished its 1 epoch (accuracy 0." in again.stdout
+    # Evaluated again, in the lines Katib reads, and only those say accuracy=.
+    assert again.stdout.count("accuracy=") == 1 and re.search(r"^epoch=1 accuracy=0\.\d{4} ", again.stdout, re.MULTILINE)
     assert "nothing is left to train; a run with more --epochs on this --checkpoint-dir trains on" in again.stdout
     assert "Train Epoch" not in again.stdout
 

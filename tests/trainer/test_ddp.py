@@ -128,7 +128,8 @@ def test_sigterm_to_one_pod_checkpoints_where_both_stop_and_resumes_to_the_same_
     stopped = re.search(r"Stopped by SIGTERM after step (\d+), checkpointed", (interrupted / "rank0.log").read_text())
     assert stopped, (interrupted / "rank0.log").read_text()
     step = int(stopped.group(1))
-    assert step % 10 == 0 and (interrupted / "ckpt" / f"checkpoint-{step:09d}.pt").exists()
+    # A step of the every-10 agreement, or an epoch's end (64 steps), where the ranks agree again.
+    assert (step % 10 == 0 or step % 64 == 0) and (interrupted / "ckpt" / f"checkpoint-{step:09d}.pt").exists()
 
     assert wait_all(start_pods(args, interrupted, 2, port)) == [0, 0]
     assert f"Resumed from ckpt/checkpoint-{step:09d}.pt (step {step}," in (interrupted / "rank0.log").read_text()

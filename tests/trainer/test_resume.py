@@ -12,6 +12,7 @@ import torch.multiprocessing as mp
 from trainer.checkpoint import CheckpointStore
 from trainer.data import Dataset
 from trainer.distributed import DistContext
+from trainer import loop, sigterm
 from trainer.loop import IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer, evaluate, read_latest_checkpoint
 from trainer.metrics import Reporter
 from trainer.model import Net
@@ -139,7 +140,7 @@ def test_resuming_a_finished_run_says_how_to_train_longer(tmp_path, capsys, sche
     writer.progress.epoch, writer.progress.history = 2, [{"epoch": 1, "accuracy": 0.5, "val_loss": 1.0}]
     writer._checkpoint()
     _resume(Trainer(Net(), _numbered_dataset(), ctx, config, Reporter(True, None), store))
-    assert f"finished its 1 epoch (accuracy=0.5000), so nothing is left to train; {advice}" in capsys.readouterr().out
+    assert f"finished its 1 epoch (accuracy 0.5000 then), so nothing is left to train; {advice}" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("written_in, warned", [("bf16", True), ("fp32", False), (None, False)])
@@ -210,6 +211,41 @@ def test_scalars_logged_before_a_checkpoint_survive_a_kill(tmp_path):
     checkpointed = max(int(path.stem.split("-")[1]) for path in store.directory.glob("checkpoint-*.pt"))
     logged = {e.step for e in _scalar_events(tmp_path / "tb") if any(v.tag == "loss" for v in e.summary.value)}
     assert checkpointed >= 2 and set(range(1, checkpointed + 1)) <= logged
+
+
+@pytest.fixture
+def sigterm_during_evaluation(monkeypatch):
+    """SIGTERM's handler inside sigterm.deferred(), as if the kubelet's signal came while the test set
+    was being scored; the request is cleared afterwards."""
+    def evaluate_then_signal(*args, **kwargs):
+        result = evaluate(*args, **kwargs)
+        sigterm._on_sigterm(15, None)
+        return result
+    monkeypatch.setattr(loop, "evaluate", evaluate_then_signal)
+    yield
+    sigterm._requested.clear()
+
+
+def test_sigterm_during_evaluation_stops_after_the_epoch_end_checkpoint(tmp_path, sigterm_during_evaluation):
+    """Not at once: the ranks agree after the epoch-end checkpoint, so none stops alone and no step is lost."""
+    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    store = CheckpointStore(tmp_path, keep=100)
+    trainer = Trainer(Net(), _numbered_dataset(), ctx, dataclasses.replace(CONFIG, epochs=3, checkpoint_every=0),
+                      Reporter(False, None), store)
+    with pytest.raises(SystemExit) as stopped:
+        trainer.fit()
+    assert stopped.value.code == 143
+    (path,) = tmp_path.glob("checkpoint-*.pt")
+    saved = torch.load(path, weights_only=False)
+    assert (saved["epoch"], saved["consumed"], saved["step"]) == (2, 0, trainer.progress.step)
+
+
+def test_sigterm_after_the_last_epoch_lets_the_run_finish(tmp_path, sigterm_during_evaluation):
+    """Nothing is left to train: the outputs are written rather than a checkpoint that resumes to them."""
+    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    trainer = Trainer(Net(), _numbered_dataset(), ctx, dataclasses.replace(CONFIG, epochs=1),
+                      Reporter(False, None), CheckpointStore(tmp_path, keep=100))
+    assert trainer.fit().count == 10
 
 
 def _purge_steps(events: list) -> list[int]:
