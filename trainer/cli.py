@@ -308,12 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     exit_on_sigterm()
     try:
         run(args)
-    except (LaunchError, datasets.DatasetUnavailable, NonFiniteLoss, IncompatibleCheckpoint) as error:
+    except (LaunchError, datasets.DatasetUnavailable, NonFiniteLoss, IncompatibleCheckpoint, PeersUnreachable) as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
-        return EXIT_PERMANENT
-    except PeersUnreachable as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        return EXIT_RETRYABLE
+        return EXIT_RETRYABLE if isinstance(error, PeersUnreachable) else EXIT_PERMANENT
     except Exception:
         sys.excepthook(*sys.exc_info())
         return EXIT_RETRYABLE

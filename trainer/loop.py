@@ -259,7 +259,7 @@ class Trainer:
         p = self.progress
         if p.epoch > self.config.epochs:
             # A finished run, resumed: its model on this run's test set (--limit-test may differ).
-            result = evaluate(self.net, self.data, self.ctx, self.config.test_batch_size, self.config.precision)
+            result = self._evaluate()
             self.reporter.evaluation(p.epoch - 1, result.accuracy, result.loss)
             return result
         # With checkpoints, SIGTERM stops the job where the ranks next agree to (train_epoch, and
@@ -267,7 +267,7 @@ class Trainer:
         with sigterm.deferred() if self.store else nullcontext():
             while p.epoch <= self.config.epochs:
                 self.train_epoch()
-                result = evaluate(self.net, self.data, self.ctx, self.config.test_batch_size, self.config.precision)
+                result = self._evaluate()
                 if not math.isfinite(result.loss):
                     raise self._diverged(f"test loss became {result.loss} after epoch {p.epoch}")
                 self.reporter.evaluation(p.epoch, result.accuracy, result.loss)
@@ -342,6 +342,9 @@ class Trainer:
         loss.backward()
         self.optimizer.step()
         return loss
+
+    def _evaluate(self) -> Evaluation:
+        return evaluate(self.net, self.data, self.ctx, self.config.test_batch_size, self.config.precision)
 
     def _stop_agreed(self) -> bool:
         """Whether any rank got SIGTERM, asked of all ranks at the same step (one small allreduce);

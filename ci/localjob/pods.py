@@ -117,11 +117,12 @@ def pin_rendezvous_host(env: list[tuple[str, str]], pod: str, pod_names: set[str
     every pod's address is 127.0.0.1: each agent would take itself for the host, whichever bound first
     would serve the store, and killing that pod would end every pod's rendezvous.
     """
-    endpoint = dict(env).get("PET_RDZV_ENDPOINT")
+    values = dict(env)
+    endpoint = values.get("PET_RDZV_ENDPOINT")
     host = endpoint and pod_named(endpoint.rpartition(":")[0], pod_names, namespace)
     if not host:
         return env
-    conf = [part for part in dict(env).get("PET_RDZV_CONF", "").split(",") if part and not part.startswith("is_host=")]
+    conf = [part for part in values.get("PET_RDZV_CONF", "").split(",") if part and not part.startswith("is_host=")]
     conf.append(f"is_host={'true' if host == pod else 'false'}")
     return [(name, value) for name, value in env if name != "PET_RDZV_CONF"] + [("PET_RDZV_CONF", ",".join(conf))]
 
