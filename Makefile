@@ -2,9 +2,9 @@
 # `make help` lists the targets.
 
 # Every path below is relative to the repository; from elsewhere (`make -f`), `clean` would delete
-# the current directory's files.
-ROOT := $(realpath $(dir $(lastword $(MAKEFILE_LIST))))
-ifneq ($(ROOT),$(realpath $(CURDIR)))
+# the current directory's files. A relative lookup, since make splits paths with spaces in them.
+ifeq ($(wildcard ci/install-tools.sh),)
+ROOT := $(or $(realpath $(dir $(lastword $(MAKEFILE_LIST)))),<the Makefile's directory>)
 $(error run make in $(ROOT), or as make -C $(ROOT): its paths are relative to the repository)
 endif
 

@@ -25,3 +25,15 @@ def test_make_dash_c_runs_from_anywhere(tmp_path):
     result = subprocess.run(["make", "-C", str(REPO), "help"], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "Run every test that can run on this machine" in result.stdout
+
+
+def test_make_runs_in_a_checkout_whose_path_has_spaces(tmp_path):
+    """make splits paths at spaces: a guard built on $(realpath $(CURDIR)) refused every target there."""
+    checkout = tmp_path / "My Projects" / "pytorchjob-mnist"
+    checkout.mkdir(parents=True)
+    for name in ("Makefile", "ci/install-tools.sh"):
+        (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / name, checkout / name)
+    result = subprocess.run(["make", "help"], cwd=checkout, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "Run every test that can run on this machine" in result.stdout
