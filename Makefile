@@ -34,6 +34,8 @@ CONTAINER_TOOL ?= $(shell docker info >/dev/null 2>&1 || ! command -v podman >/d
 # Cluster nodes are mostly amd64; a laptop (an Apple-silicon Mac, say) would otherwise build its own arch.
 PLATFORMS ?= linux/amd64
 IMAGE_BUILD_FLAGS ?=
+# `make push` pushes only an image of this checkout's commit; 1 pushes another one too.
+ALLOW_UNCOMMITTED ?=
 
 ##@ Everyday
 
@@ -88,8 +90,8 @@ image-offline: ## Build the image with rootful podman, no registry needed, for t
 	VARIANT=$(VARIANT) IMG=$(IMG) bash ci/podman/build-offline.sh $(IMAGE_BUILD_FLAGS)
 
 .PHONY: push
-push: ## Push the image `make image` built (same VARIANT/IMG)
-	$(CONTAINER_TOOL) push $(IMG)
+push: ## Push the image `make image` built from this commit (same VARIANT/IMG) and print its digest
+	IMG=$(IMG) CONTAINER_TOOL=$(CONTAINER_TOOL) ALLOW_UNCOMMITTED=$(ALLOW_UNCOMMITTED) bash ci/push-image.sh
 
 .PHONY: e2e
 e2e: ## End-to-end test on a kind cluster (needs Docker and kind)

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Push the image `make image` built, then print its digest for the chart's image.digest. `make push`
+# calls this.
+#
+#   IMG=<name:tag>  CONTAINER_TOOL=docker|podman  [ALLOW_UNCOMMITTED=1]  ci/push-image.sh
+#
+# Only an image of this checkout's commit is pushed: its revision label (ci/build-image.sh) must be
+# HEAD, without -dirty. A tag like <version>-cpu is pulled with IfNotPresent, so a node that cached
+# an earlier push keeps it: an image of uncommitted edits, or a stale local one (say, after a
+# multi-arch build pushed straight from buildx), would leave a job's pods running different code.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tool="${CONTAINER_TOOL:-docker}"
+if [[ -z "${IMG:-}" ]]; then
+  echo "IMG is not set: pass the image name, e.g. IMG=ghcr.io/pytorchjob-mnist/trainer:0.1.0-cpu" >&2
+  exit 2
+fi
+label='{{ index .Config.Labels "org.opencontainers.image.revision" }}'
+if ! revision=$("$tool" image inspect --format "$label" "$IMG" 2>/dev/null); then
+  echo "There is no local image $IMG in $tool's store: build it with make image (the same VARIANT and IMG)." >&2
+  exit 2
+fi
+head=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo "no git checkout")
+if [[ "$revision" != "$head" && -z "${ALLOW_UNCOMMITTED:-}" ]]; then
+  if [[ "$revision" == *-dirty ]]; then
+    echo "$IMG was built from uncommitted edits (revision $revision): commit them and run make image again." >&2
+  else
+    echo "$IMG was built from revision '${revision:-none}', not this checkout's HEAD ($head): run make image again." >&2
+  fi
+  echo "To push it anyway (a development tag of your own, say), set ALLOW_UNCOMMITTED=1." >&2
+  exit 2
+fi
+
+digest_file=$(mktemp)
+trap 'rm -f "$digest_file"' EXIT
+case "$(basename "$tool")" in
+  *podman*)
+    "$tool" push --digestfile "$digest_file" "$IMG"
+    digest=$(<"$digest_file") ;;
+  *)
+    "$tool" push "$IMG"
+    # The registry's digest for this repository, which docker records on push.
+    digest=$("$tool" image inspect --format '{{ range .RepoDigests }}{{ println . }}{{ end }}' "$IMG" |
+      sed -n "s|^${IMG%:*}@||p" | head -n 1) ;;
+esac
+echo "Pushed $IMG as ${digest:-an unknown digest}."
+if [[ -n "$digest" ]]; then
+  echo "A tag can be pushed again; to run exactly this image, install the chart with --set image.digest=$digest"
+fi
