@@ -129,12 +129,14 @@ no_pods() {
 }
 
 # leftovers RELEASE NAMESPACE: everything still labelled with the release, cluster-wide and namespaced.
+# Each query returns on failure: in a command substitution set -e does not apply, and only the last
+# status would count.
 leftovers() {
   local selector="app.kubernetes.io/instance=$1"
   kubectl get clusterroles,clusterrolebindings,validatingwebhookconfigurations,customresourcedefinitions,persistentvolumes \
-    -l "$selector" -o name
+    -l "$selector" -o name || return 1
   kubectl get all,pytorchjobs,pvc,configmaps,secrets,serviceaccounts,roles,rolebindings,leases.coordination.k8s.io \
-    -n "$2" -l "$selector" -o name
+    -n "$2" -l "$selector" -o name || return 1
 }
 
 # uninstall_leaving_only RELEASE NAMESPACE POD_SELECTOR KEPT: uninstall, wait for the pods to go,
@@ -143,7 +145,7 @@ uninstall_leaving_only() {
   local left
   helm uninstall "$1" -n "$2" --wait --timeout 5m
   wait_until 120 "the pods of $1 to go" no_pods "$2" "$3"
-  left=$(leftovers "$1" "$2")
+  left=$(leftovers "$1" "$2") || { echo "could not list what $1 left behind" >&2; exit 1; }
   if [[ "$left" != "$4" ]]; then
     printf 'unexpected leftovers of %s:\n%s\n' "$1" "$left" >&2
     exit 1

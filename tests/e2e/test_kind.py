@@ -202,13 +202,34 @@ def test_ci_workflow_runs_make_test_and_the_kind_e2e():
     assert not problems, problems
     workflow = yaml.safe_load(text)
     runs = {name: [step.get("run") for step in job["steps"]] for name, job in workflow["jobs"].items()}
-    assert "make test" in runs["test"] and "make e2e" in runs["e2e-kind"]
+    assert "make test" in runs["test"]
+    # The e2e step stops the script with SIGTERM (so its traps print the diagnostics and delete the
+    # cluster) after its own limits, and before the job's timeout kills it with no cleanup.
+    e2e_run = next(run for run in runs["e2e-kind"] if run and run.endswith("make e2e"))
+    limit = re.fullmatch(r"timeout --signal=TERM --kill-after=(\d+)m (\d+)m make e2e", e2e_run)
+    assert limit, e2e_run
+    cleanup, step_minutes = int(limit.group(1)), int(limit.group(2))
+    assert step_minutes * 60 >= e2e_timeout()
+    assert workflow["jobs"]["e2e-kind"]["timeout-minutes"] >= step_minutes + cleanup + 10, "and ten for the setup steps"
     # `make test` would otherwise run the e2e a second time on a runner that has Docker and kind.
     assert workflow["jobs"]["test"]["env"]["E2E_KIND"] == "0"
     kind_steps = [s for s in workflow["jobs"]["e2e-kind"]["steps"] if s.get("uses", "").startswith("helm/kind-action@")]
     assert kind_steps and kind_steps[0]["with"]["install_only"] is True, "the script creates its own cluster"
     assert re.fullmatch(r"v\d+\.\d+\.\d+", kind_steps[0]["with"].get("version", "")), \
         "kind's version pins the node image, i.e. the Kubernetes version under test"
+
+
+def test_ci_workflow_builds_the_variants_and_platforms_the_e2e_does_not():
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "ci.yaml").read_text())
+    job = workflow["jobs"]["images"]
+    built = {(entry["variant"], entry["platform"]) for entry in job["strategy"]["matrix"]["include"]}
+    assert {("cuda", "linux/amd64"), ("cpu", "linux/arm64")} <= built
+    run = next(step["run"] for step in job["steps"] if step.get("run", "").startswith("make image "))
+    # A destination of its own, so build-image.sh adds no --load (a cross-built image would not load).
+    assert "IMAGE_BUILD_FLAGS=--output=type=cacheonly" in run
+    assert "--output=*" in (REPO / "ci" / "build-image.sh").read_text()
+    qemu = [step for step in job["steps"] if step.get("uses", "").startswith("docker/setup-qemu-action@")]
+    assert qemu and "linux/amd64" in qemu[0]["if"], "QEMU for the foreign platform"
 
 
 # What `kubectl get <resource>` in the script's leftovers() finds, per kind the charts render.
@@ -242,3 +263,12 @@ def test_the_leftover_check_sees_everything_the_charts_install(helm, chart, rele
         where = f"{doc['kind']}/{doc['metadata']['name']}"
         assert doc["metadata"].get("labels", {}).get("app.kubernetes.io/instance") == release_name, f"{where} is not labelled"
         assert LEFTOVER_RESOURCE.get(doc["kind"]) in listed, f"{where}: ci/e2e-kind.sh leftovers() does not list its kind"
+
+
+def test_the_leftover_check_fails_when_any_of_its_queries_does():
+    """leftovers() runs in a command substitution, where set -e does not apply: a failed first query
+    (cluster-wide) would pass unnoticed unless each query returns on failure."""
+    body = re.search(r"^leftovers\(\) \{\n(.*?)^\}", SCRIPT_TEXT, re.M | re.S).group(1)
+    queries = re.findall(r"kubectl get (?:[^\n]*\\\n)*[^\n]*", body)
+    assert len(queries) == 2
+    assert all(query.endswith("|| return 1") for query in queries), queries
