@@ -312,17 +312,30 @@ def test_a_budget_that_blocks_every_drain_is_refused(helm, replicas):
 
 
 def test_namespace_scoped_mode(helm):
-    docs = render(helm, namespaceScoped=True)
-    assert flags(docs)["--namespace"] == NAMESPACE
-    role = one(docs, "Role")
-    assert any("pods" in rule["resources"] for rule in role["rules"])
-    binding = one(docs, "RoleBinding")
-    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    docs = render(helm, watchNamespace="ml")
+    assert flags(docs)["--namespace"] == "ml"
+    roles = {role["metadata"]["namespace"]: role for role in by_kind(docs, "Role")}
+    bindings = {binding["metadata"]["namespace"]: binding for binding in by_kind(docs, "RoleBinding")}
+    assert set(roles) == set(bindings) == {NAMESPACE, "ml"}
+    job_rules = {res for rule in roles["ml"]["rules"] for res in rule["resources"]}
+    assert "pods" in job_rules and "secrets" not in job_rules
+    own_rules = {res for rule in roles[NAMESPACE]["rules"] for res in rule["resources"]}
+    assert own_rules == {"secrets"}, "only the webhook Secret in the operator's namespace"
+    for namespace, binding in bindings.items():
+        assert binding["roleRef"]["name"] == roles[namespace]["metadata"]["name"]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
     operator_cluster_role = next(r for r in by_kind(docs, "ClusterRole") if r["metadata"]["name"] == RELEASE)
     resources = {res for rule in operator_cluster_role["rules"] for res in rule["resources"]}
     assert resources == {"validatingwebhookconfigurations"}, "cluster-wide rights beyond the webhook configuration"
     webhook = one(docs, "ValidatingWebhookConfiguration")["webhooks"][0]
-    assert webhook["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}}
+    assert webhook["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "ml"}}
+
+
+def test_the_release_namespace_cannot_be_the_watched_one(helm):
+    """Job creators there could run pods as the operator's ServiceAccount and mount its webhook CA key."""
+    error = template_error(helm, watchNamespace=NAMESPACE)
+    assert f"watchNamespace={NAMESPACE} is the release namespace" in error
+    assert "Install the operator in a namespace of its own" in error
 
 
 @pytest.mark.parametrize("values_file", VARIANTS, ids=VARIANT_IDS)
@@ -334,8 +347,10 @@ def test_secrets_are_granted_only_in_the_release_namespace(helm, values_file):
         assert not any("secrets" in rule["resources"] for rule in cluster_role["rules"]), cluster_role["metadata"]["name"]
     secret_name = one(docs, "Secret")["metadata"]["name"]
     assert flags(docs)["--webhook-secret-name"] == secret_name
-    role = one(docs, "Role")
-    assert role["metadata"]["namespace"] == NAMESPACE
+    (role,) = [role for role in by_kind(docs, "Role") if role["metadata"]["namespace"] == NAMESPACE]
+    for watched in by_kind(docs, "Role"):
+        if watched is not role:
+            assert not any("secrets" in rule["resources"] for rule in watched["rules"]), "Secrets of the watched namespace"
     secret_rules = [rule for rule in role["rules"] if "secrets" in rule["resources"]]
     assert secret_rules, "the cert rotator cannot read or update its Secret"
     by_name = [rule for rule in secret_rules if rule.get("resourceNames")]
@@ -344,8 +359,7 @@ def test_secrets_are_granted_only_in_the_release_namespace(helm, values_file):
     unnamed_verbs = {verb for rule in secret_rules if not rule.get("resourceNames") for verb in rule["verbs"]}
     assert verbs_by_name == {"get", "update"}, "only the webhook Secret may be read by name or written"
     assert unnamed_verbs == {"list", "watch"}, "the cache needs list/watch; nothing else namespace-wide"
-    binding = one(docs, "RoleBinding")
-    assert binding["metadata"]["namespace"] == NAMESPACE
+    (binding,) = [binding for binding in by_kind(docs, "RoleBinding") if binding["metadata"]["namespace"] == NAMESPACE]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]}
     service_account = one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": service_account, "namespace": NAMESPACE}]
@@ -366,10 +380,10 @@ def test_existing_service_account_needs_a_name(helm):
     assert "serviceAccount.name is required when serviceAccount.create=false: name an existing ServiceAccount" in error
 
 
-@pytest.mark.parametrize("scoped", [False, True], ids=["cluster", "namespaced"])
-def test_existing_service_account_is_used_and_bound(helm, scoped):
+@pytest.mark.parametrize("watched", ["", "ml"], ids=["cluster", "namespaced"])
+def test_existing_service_account_is_used_and_bound(helm, watched):
     """With create=false the chart must not create the account, but must still run as it and bind it."""
-    docs = render(helm, namespaceScoped=scoped, **{"serviceAccount.create": False, "serviceAccount.name": "sa"})
+    docs = render(helm, watchNamespace=watched, **{"serviceAccount.create": False, "serviceAccount.name": "sa"})
     assert not by_kind(docs, "ServiceAccount")
     assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "sa"
     bindings = by_kind(docs, "RoleBinding") + by_kind(docs, "ClusterRoleBinding")
@@ -470,8 +484,8 @@ def test_notes_tell_the_user_what_to_check(helm, tmp_path):
     assert "--set image.repository=<registry>/trainer" in text, "the default image is published nowhere"
     assert "WARNING" not in text
     assert "helm install mnist charts/pytorchjob-mnist -n <namespace>" in text
-    scoped = notes(namespaceScoped=True)
-    assert f"helm install mnist charts/pytorchjob-mnist -n {NAMESPACE} " in scoped, "the only namespace it watches"
+    scoped = notes(watchNamespace="ml")
+    assert "helm install mnist charts/pytorchjob-mnist -n ml " in scoped, "the only namespace it watches"
     without_crd = notes(**{"crds.enabled": False})
     assert "crds.enabled=false" in without_crd
     # The command it gives must render the CRD (the template file itself is not applicable YAML).

@@ -105,6 +105,9 @@ the app's manifests (crds.enabled=false), through Prune=false in the app's sync 
 {{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $fullname) }}
 {{- fail (printf "object name %q (from the release name, or fullnameOverride) is not a DNS-1035 label, which the webhook Service's name must be: use lowercase letters, digits and '-', starting with a letter; set fullnameOverride to such a name" $fullname) }}
 {{- end }}
+{{- if eq .Values.watchNamespace .Release.Namespace }}
+{{- fail (printf "watchNamespace=%s is the release namespace, which holds the operator's ServiceAccount and webhook CA key: whoever may create PyTorchJobs there could run pods as the operator and take over its webhook. Install the operator in a namespace of its own (e.g. helm install -n training-operator) and keep watchNamespace=%s" .Values.watchNamespace .Values.watchNamespace) }}
+{{- end }}
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
 {{- fail (printf "replicaCount=%d needs leaderElection.enabled=true: without it every replica reconciles the same PyTorchJobs" (int .Values.replicaCount)) }}
 {{- end }}
