@@ -91,6 +91,13 @@ def test_chart_testing_finds_values_files():
     assert {f.name for f in CI_VALUES} >= {"kind-values.yaml", "namespaced-values.yaml"}
 
 
+@pytest.mark.parametrize("values_file", CI_VALUES, ids=[f.name for f in CI_VALUES])
+def test_chart_testing_values_do_not_keep_the_crd(values_file):
+    """`ct install` installs each file in turn under a new release name: a CRD kept by the first,
+    and so still owned by it, fails the next install."""
+    assert yaml.safe_load(values_file.read_text())["crds"]["keep"] is False
+
+
 @pytest.mark.parametrize("values_file", VARIANTS, ids=VARIANT_IDS)
 @pytest.mark.parametrize("kube_version", KUBERNETES_VERSIONS)
 def test_every_manifest_is_valid_kubernetes(helm, values_file, kube_version):
@@ -291,6 +298,8 @@ def test_high_availability_survives_a_node_drain(helm, tmp_path):
     budget = one(docs, "PodDisruptionBudget")
     assert budget["spec"]["minAvailable"] == 1 < deployment["spec"]["replicas"]
     assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    # Otherwise replicas that are all unhealthy (a crash loop) can never be evicted: drains hang.
+    assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
     (spread,) = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
     assert spread["topologyKey"] == "kubernetes.io/hostname"
     assert spread["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
