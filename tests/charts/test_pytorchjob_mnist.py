@@ -193,13 +193,19 @@ def test_every_rendering_obeys_the_operator_webhook(rendered):
         assert len(longest_pod) <= 63, f"{name}: {longest_pod}"
 
 
+def all_pod_specs(docs: list[dict]) -> list[dict]:
+    """The Master's and Workers', TensorBoard's and the helm test pod's."""
+    pod_specs = [spec["template"]["spec"] for spec in replica_specs(docs).values()]
+    pod_specs += [d["spec"] for d in by_kind(docs, "Pod")]
+    return pod_specs + [d["spec"]["template"]["spec"] for d in by_kind(docs, "Deployment")]
+
+
 def test_every_rendering_runs_restricted_and_read_only(rendered):
     for name, docs in rendered.items():
-        pod_specs = [spec["template"]["spec"] for spec in replica_specs(docs).values()]
-        pod_specs += [d["spec"] for d in by_kind(docs, "Pod")]
-        pod_specs += [d["spec"]["template"]["spec"] for d in by_kind(docs, "Deployment")]
-        for spec in pod_specs:
+        for spec in all_pod_specs(docs):
             assert restricted_violations(spec, name) == []
+            # No pod calls the Kubernetes API, so none carries a token (checkov CKV_K8S_38).
+            assert spec["automountServiceAccountToken"] is False, name
             for container in spec["containers"]:
                 assert container["securityContext"]["readOnlyRootFilesystem"] is True, name
                 mounts = {m["mountPath"] for m in container["volumeMounts"]}
@@ -521,6 +527,15 @@ def test_tensorboard_is_refused_beside_gpus_on_a_single_node_volume(helm, tmp_pa
     pinned = render_with(helm, host_path, tmp_path)  # let through: the volume places every pod on that node
     (term,) = one(pinned, "PersistentVolume")["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
     assert term["matchExpressions"][0]["values"] == ["gpu-node-1"]
+
+
+def test_every_pod_can_run_as_a_given_service_account_with_its_token(helm, tmp_path):
+    values = {"serviceAccount": {"name": "mnist-reader", "automountToken": True},
+              "tensorboard": {"enabled": True}}
+    specs = all_pod_specs(render_with(helm, values, tmp_path))
+    assert len(specs) == 4, "Master, Worker, TensorBoard, test pod"
+    for spec in specs:
+        assert spec["serviceAccountName"] == "mnist-reader" and spec["automountServiceAccountToken"] is True
 
 
 def test_placement_labels_annotations_and_pull_settings(rendered):

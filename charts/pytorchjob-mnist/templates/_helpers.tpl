@@ -121,6 +121,10 @@ Pod spec fields shared by every pod that mounts the volume (trainers, TensorBoar
 secrets, pod security context, nodeSelector, tolerations and affinity, at column 0.
 */}}
 {{- define "pytorchjob-mnist.sharedPodSpec" -}}
+{{- with .Values.serviceAccount.name }}
+serviceAccountName: {{ . }}
+{{- end }}
+automountServiceAccountToken: {{ .Values.serviceAccount.automountToken }}
 {{- with .Values.image.pullSecrets }}
 imagePullSecrets:
   {{- range . }}
