@@ -741,6 +741,21 @@ def test_notes_tell_the_user_what_to_run(helm, notes):
     assert "all 2 pods run on one node" in text and "ReadWriteMany" in text
 
 
+def test_notes_with_custom_args_say_where_the_test_looks(notes):
+    """args replace --output-dir and --checkpoint-dir: the chart's run directory holds nothing then."""
+    text = notes("--set", "args={--epochs=1,--save-model}")
+    assert "The model and metrics.json land on claim" not in text
+    assert "outputs go where they say (relative paths from\n   /mnt/pytorchjob-mnist)" in text
+    assert "--output-dir=/mnt/pytorchjob-mnist/runs/ml/mnist/model to your args" in text
+    assert "--output-dir" not in notes("--set", "args={--epochs=1}", "--set", "tests.enabled=false")
+
+
+def test_notes_of_an_elastic_job_follow_every_pod_for_rank_0(notes):
+    text = notes("-f", str(CHART / "ci" / "elastic-cpu-values.yaml"))
+    assert "kubectl logs -f -n ml -l training.kubeflow.org/job-name=mnist --prefix" in text
+    assert "kubectl logs -f mnist-master-0" not in text
+
+
 def test_notes_warn_when_pods_share_a_node_without_a_cpu_request_or_limit(notes):
     """The trainer sizes its threads to the CPU limit, else the request (the default has one)."""
     warning = "They have no CPU request or limit, so each trainer sizes its threads to the whole node"

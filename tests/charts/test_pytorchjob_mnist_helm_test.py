@@ -22,7 +22,8 @@ def check(model_dir, min_accuracy="0.5", timeout="0", run_id="run-b", world_size
 @pytest.fixture
 def finished_run(tmp_path):
     (tmp_path / "metrics.json").write_text(
-        json.dumps({"run_id": "run-b", "accuracy": 0.9, "val_loss": 0.3, "world_size": 2}))
+        json.dumps({"run_id": "run-b", "accuracy": 0.9, "val_loss": 0.3, "world_size": 2,
+                    "dataset": "fashion-mnist", "epochs": 1}))
     torch.save(torch.nn.Linear(2, 2).state_dict(), tmp_path / "mnist_cnn.pt")
     return tmp_path
 
@@ -48,7 +49,17 @@ def test_without_a_world_size_any_size_passes(finished_run):
 
 def test_low_accuracy_fails(finished_run):
     result = check(finished_run, min_accuracy="0.95")
-    assert result.returncode == 1 and "accuracy 0.9000 is below tests.minAccuracy 0.95" in result.stderr
+    assert result.returncode == 1
+    assert "accuracy 0.9000 after 1 epoch(s) on fashion-mnist is below tests.minAccuracy 0.95" in result.stderr
+    assert "digits" not in result.stderr
+
+
+def test_low_accuracy_on_digits_says_how_many_epochs_it_needs(finished_run):
+    """The offline fallback's one default epoch reaches about 0.28, below the default bar."""
+    metrics = json.loads((finished_run / "metrics.json").read_text())
+    (finished_run / "metrics.json").write_text(json.dumps({**metrics, "dataset": "digits", "accuracy": 0.28}))
+    result = check(finished_run)
+    assert result.returncode == 1 and "training.epochs=8 about 0.87" in result.stderr
 
 
 def test_missing_model_fails(finished_run):

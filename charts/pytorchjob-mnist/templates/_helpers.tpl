@@ -154,6 +154,13 @@ affinity:
 {{- printf "%s-%s-storage" .Release.Namespace (include "pytorchjob-mnist.fullname" .) }}
 {{- end }}
 
+{{/* The trainer container's workingDir ("" = the image's). The image's is read-only
+(readOnlyRootFilesystem), so the trainer's relative defaults (--data-dir data, --dir logs,
+--save-model) go to the volume; a custom command keeps the image's, where its script may live. */}}
+{{- define "pytorchjob-mnist.workingDir" -}}
+{{- if or .Values.workingDir .Values.command }}{{ .Values.workingDir }}{{ else }}{{ .Values.persistence.mountPath }}{{ end }}
+{{- end }}
+
 {{/* This run's directory on the volume: model, checkpoints and TensorBoard logs live below it. */}}
 {{- define "pytorchjob-mnist.runDir" -}}
 {{- printf "%s/runs/%s/%s" (trimSuffix "/" .Values.persistence.mountPath) .Release.Namespace (include "pytorchjob-mnist.fullname" .) }}
@@ -286,12 +293,7 @@ spec:
         {{- else }}
         {{- include "pytorchjob-mnist.trainerArgs" . | nindent 8 }}
         {{- end }}
-      {{- /* The image's working directory is read-only (readOnlyRootFilesystem), so the trainer's
-      relative defaults (--data-dir data, --dir logs, --save-model) go to the volume; a custom
-      command keeps the image's, where its script may live. */}}
-      {{- $workingDir := .Values.workingDir }}
-      {{- if not (or $workingDir .Values.command) }}{{ $workingDir = .Values.persistence.mountPath }}{{ end }}
-      {{- with $workingDir }}
+      {{- with include "pytorchjob-mnist.workingDir" . }}
       workingDir: {{ . }}
       {{- end }}
       {{- /* Caches go to the writable emptyDir, wherever scratch.cachePath puts it: the image's own
