@@ -58,7 +58,9 @@ bench: venv ## Benchmark the trainer against the seed script's pipeline (prints 
 
 ##@ Setup
 
+# The trainer runs on Python 3.10 too; its tests and tools read TOML with tomllib (3.11).
 $(VENV)/.installed: pyproject.toml Makefile
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "the dev venv needs Python 3.11 or newer, and $(PYTHON) is " + sys.version.split()[0] + ": pass PYTHON=python3.11 (or newer)")'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH_PIN)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -37,3 +38,20 @@ def test_make_runs_in_a_checkout_whose_path_has_spaces(tmp_path):
     result = subprocess.run(["make", "help"], cwd=checkout, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "Run every test that can run on this machine" in result.stdout
+
+
+def test_the_dev_venv_refuses_a_python_older_than_3_11(tmp_path):
+    """The tests read TOML with tomllib (3.11); on 3.10, pytest would stop at collection instead."""
+    checkout = tmp_path / "checkout"
+    for name in ("Makefile", "ci/install-tools.sh", "pyproject.toml"):
+        (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / name, checkout / name)
+    # A Python 3.10 stand-in: this interpreter, reporting 3.10 to the version check.
+    python310 = tmp_path / "python3.10"
+    python310.write_text(f'#!/bin/sh\nexec {sys.executable} -c "import sys; sys.version_info = (3, 10, 14); '
+                         f'sys.version = \'3.10.14\'; exec(sys.argv[1])" "$2"\n')
+    python310.chmod(0o755)
+    result = subprocess.run(["make", "venv", f"PYTHON={python310}"], cwd=checkout, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "the dev venv needs Python 3.11 or newer, and" in result.stderr and "is 3.10.14" in result.stderr
+    assert not (checkout / ".venv").exists()

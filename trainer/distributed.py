@@ -141,13 +141,19 @@ def _int_var(env: dict[str, str], name: str, default: int, minimum: int) -> int:
 
 
 def resolve_backend(requested: str, use_cuda: bool) -> str:
-    """auto means nccl on CUDA and gloo otherwise; nccl without a GPU is refused."""
+    """auto means nccl on CUDA and gloo otherwise; nccl without a GPU, and mpi without a PyTorch
+    built with MPI, are refused, in a single process too."""
     if requested == "auto":
         return "nccl" if use_cuda else "gloo"
     if requested == "nccl" and not use_cuda:
         raise LaunchError(
             "--backend nccl needs a CUDA GPU, but none is available to this process"
             f"{_cuda_build_hint()}. Use --backend gloo or --backend auto on CPU."
+        )
+    if requested == "mpi" and not dist.is_mpi_available():
+        raise LaunchError(
+            "--backend mpi needs a PyTorch built with MPI, and this one is not (the official wheels never "
+            "are). Use --backend gloo (or auto) instead."
         )
     return requested
 
@@ -189,15 +195,7 @@ def init(requested_backend: str, use_cuda: bool, timeout_seconds: float, startup
     # before starting the trainer, so torch's env:// store stays; mpi uses none.
     own_store = backend != "mpi" and "TORCHELASTIC_USE_AGENT_STORE" not in os.environ
     store = _rendezvous_store(launch, startup) if own_store else None
-    try:
-        dist.init_process_group(backend, rank=launch.rank, world_size=launch.world_size, timeout=timeout, store=store)
-    except RuntimeError as error:
-        if backend != "mpi":
-            raise
-        # Only PyTorch builds compiled against MPI have it; the official wheels do not.
-        raise LaunchError(
-            f"--backend mpi could not start: {error} Use --backend gloo (or auto) instead."
-        ) from error
+    dist.init_process_group(backend, rank=launch.rank, world_size=launch.world_size, timeout=timeout, store=store)
     if store is not None:
         store.set_timeout(timeout)
     check_group_matches(launch, dist.get_rank(), dist.get_world_size())

@@ -91,11 +91,12 @@ def test_each_local_rank_gets_its_own_gpu_and_no_more_processes_than_gpus():
 
 
 @pytest.mark.skipif(dist.is_mpi_available(), reason="this PyTorch has MPI, so mpi would start")
-@pytest.mark.filterwarnings("ignore:For MPI backend:UserWarning")  # torch's note before it fails
-def test_mpi_backend_without_mpi_support_is_a_launch_error_with_the_fix(monkeypatch):
-    for name, value in {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}.items():
+@pytest.mark.parametrize("world_size", ["1", "2"], ids=["single-process", "distributed"])
+def test_mpi_backend_without_mpi_support_is_a_launch_error_with_the_fix(monkeypatch, world_size):
+    """A single process would otherwise say it uses mpi, and train without it."""
+    for name, value in {"WORLD_SIZE": world_size, "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}.items():
         monkeypatch.setenv(name, value)
-    with pytest.raises(LaunchError, match="--backend mpi could not start: .*MPI.* Use --backend gloo"):
+    with pytest.raises(LaunchError, match="--backend mpi needs a PyTorch built with MPI.* Use --backend gloo"):
         init("mpi", use_cuda=False, timeout_seconds=5, startup_seconds=5)
 
 
