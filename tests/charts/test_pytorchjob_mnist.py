@@ -55,6 +55,12 @@ INLINE_CASES: dict[str, dict] = {
         "annotations": {"example.com/owner": "vision"},
         "podAnnotations": {"sidecar.istio.io/inject": "false"},
     },
+    "network-policies-service-account": {
+        "tensorboard": {"enabled": True},
+        "networkPolicy": {"enabled": True, "tensorboardFrom": [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]},
+        "serviceAccount": {"name": "mnist-reader"},
+    },
     "bring-your-own-script": {
         "command": ["python", "/workspace/train.py"],
         "args": ["--epochs=1"],
@@ -536,6 +542,34 @@ def test_every_pod_can_run_as_a_given_service_account_with_its_token(helm, tmp_p
     assert len(specs) == 4, "Master, Worker, TensorBoard, test pod"
     for spec in specs:
         assert spec["serviceAccountName"] == "mnist-reader" and spec["automountServiceAccountToken"] is True
+
+
+def test_network_policies_let_only_the_jobs_pods_reach_each_other(rendered):
+    assert not by_kind(rendered["defaults"], "NetworkPolicy"), "opt-in: the cluster's plugin must enforce them"
+    docs = rendered["network-policies-service-account"]
+    policies = {p["metadata"]["name"]: p["spec"] for p in by_kind(docs, "NetworkPolicy")}
+    trainers = policies["mnist-trainer"]
+    pod_labels = {r: spec["template"]["metadata"]["labels"] for r, spec in replica_specs(docs).items()}
+    other_pods = [one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"],
+                  one(docs, "Pod")["metadata"]["labels"]]
+    trainer_term = {"labelSelector": trainers["podSelector"]}
+    assert all(selects(trainer_term, labels) for labels in pod_labels.values())
+    assert not any(selects(trainer_term, labels) for labels in other_pods), "TensorBoard, the test pod"
+    ((rule,),) = [trainers["ingress"]]
+    assert "ports" not in rule, "gloo and NCCL connect on ephemeral ports"
+    assert [peer["podSelector"] for peer in rule["from"]] == [trainers["podSelector"]]
+    tensorboard = policies["mnist-tensorboard"]
+    assert selects({"labelSelector": tensorboard["podSelector"]}, other_pods[0])
+    (rule,) = tensorboard["ingress"]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
+    assert tensorboard["policyTypes"] == trainers["policyTypes"] == ["Ingress"], "egress stays open"
+
+
+def test_tensorboard_without_allowed_peers_accepts_no_connection(helm, tmp_path):
+    docs = render_with(helm, {"tensorboard": {"enabled": True}, "networkPolicy": {"enabled": True}}, tmp_path)
+    (tensorboard,) = [p for p in by_kind(docs, "NetworkPolicy") if p["metadata"]["name"] == "mnist-tensorboard"]
+    assert tensorboard["spec"]["ingress"] == []
 
 
 def test_placement_labels_annotations_and_pull_settings(rendered):
