@@ -320,6 +320,23 @@ def test_a_budget_that_blocks_every_drain_is_refused(helm, replicas):
     assert f"podDisruptionBudget.minAvailable={replicas} with replicaCount={replicas} lets no replica be evicted" in error
 
 
+def test_network_policy_opens_the_webhook_to_all_and_metrics_to_the_given_peers(helm):
+    assert not by_kind(render(helm), "NetworkPolicy"), "opt-in: the cluster's plugin must enforce it"
+    docs = render(helm, CHART / "ci" / "tuned-values.yaml")
+    policy = one(docs, "NetworkPolicy")["spec"]
+    deployment = one(docs, "Deployment")
+    assert policy["podSelector"]["matchLabels"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert policy["policyTypes"] == ["Ingress"], "egress stays open: the operator talks to the API server"
+    webhook, metrics = policy["ingress"]
+    assert webhook == {"ports": [{"port": "webhook", "protocol": "TCP"}]}, "the API server matches no selector"
+    assert metrics["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    assert metrics["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    ports = {port["name"] for port in operator_container(docs)["ports"]}
+    assert {"webhook", "metrics"} <= ports, "the policy's named ports exist on the container"
+    (unscraped,) = by_kind(render(helm, **{"networkPolicy.enabled": True}), "NetworkPolicy")
+    assert len(unscraped["spec"]["ingress"]) == 1, "no metricsFrom: only the webhook port is open"
+
+
 def test_namespace_scoped_mode(helm):
     docs = render(helm, watchNamespace="ml")
     assert flags(docs)["--namespace"] == "ml"
