@@ -45,7 +45,7 @@ INLINE_CASES: dict[str, dict] = {
                                            "scheduleTimeoutSeconds": 600}},
     },
     "tensorboard-digest-placement": {
-        "tensorboard": {"enabled": True},
+        "tensorboard": {"enabled": True, "image": {"digest": "sha256:" + "b" * 64}},
         "image": {"digest": "sha256:" + "a" * 64, "pullSecrets": ["regcred"], "pullPolicy": "Always"},
         "nodeSelector": {"pool": "training"},
         "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}],
@@ -667,6 +667,8 @@ def test_tensorboard_reads_the_releases_runs_read_only(rendered):
     assert service["spec"]["ports"][0]["port"] == 6006
     trainer_labels = replica_specs(docs)["Master"]["template"]["metadata"]["labels"]
     assert not selector.items() <= trainer_labels.items(), "the Service must not select trainer pods"
+    assert container["image"] == "tensorflow/tensorflow:2.20.0@sha256:" + "b" * 64
+    assert container["livenessProbe"]["httpGet"] == container["readinessProbe"]["httpGet"] == {"path": "/", "port": "http"}
 
 
 def test_pod_annotations_reach_every_pod_and_leave_the_test_hook_intact(helm, tmp_path):
