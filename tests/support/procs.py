@@ -11,7 +11,8 @@ from tests.support.helm import REPO
 
 # Inherited by every trainer process: deterministic single-threaded math, and no network
 # reachable through urllib (torchvision downloads fail at once instead of timing out).
-BASE_ENV = {"OMP_NUM_THREADS": "1", "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"}
+BASE_ENV = {"OMP_NUM_THREADS": "1", "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
+            "no_proxy": "", "NO_PROXY": ""}  # a no_proxy of the environment would bypass the dead proxy
 
 
 def free_port() -> int:
