@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.helm import HELM_NAMES, REPO, Helm, helm_binary
+from tests.support.procs import kill_spawned
 
 
 @pytest.fixture(scope="session")
@@ -17,3 +18,10 @@ def helm(request) -> Helm:
     if path is None:
         pytest.skip(f"{request.param} is not installed: run `make tools` (ci/install-tools.sh)")
     return Helm(request.param, path)
+
+
+@pytest.fixture(autouse=True)
+def reap_spawned_processes():
+    """Kill what the test started with tests.support.procs.spawn and left running."""
+    yield
+    kill_spawned()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 
 import pytest
@@ -17,6 +16,7 @@ from yamllint import config as yamllint_config
 from yamllint import linter
 
 from tests.support.helm import REPO, by_kind
+from tests.support.procs import run_stoppable
 
 E2E_SCRIPT = REPO / "ci" / "e2e-kind.sh"
 KIND_CONFIG = REPO / "ci" / "kind" / "cluster.yaml"
@@ -58,26 +58,16 @@ E2E_CLEANUP_TIMEOUT = 5 * 60
 
 
 def run_e2e_script(timeout: int) -> tuple[int, str, str]:
-    """Run ci/e2e-kind.sh in a process group of its own; on timeout (or Ctrl-C), SIGTERM the group
-    rather than SIGKILL the script as subprocess.run does: a killed script never runs its EXIT trap,
-    and the kind cluster it leaves makes the next run's `kind create cluster` fail. The whole group,
-    so a long helm or kubectl call ends too instead of holding off the script's trap."""
-    proc = subprocess.Popen([str(E2E_SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    """Run ci/e2e-kind.sh; on timeout (or Ctrl-C), SIGTERM its process group rather than SIGKILL the
+    script: a killed script never runs its EXIT trap, and the kind cluster it leaves makes the next
+    run's `kind create cluster` fail. The whole group, so that a long helm or kubectl call ends too
+    instead of holding off the script's trap."""
     try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-        return proc.returncode, stdout, stderr
-    except (subprocess.TimeoutExpired, KeyboardInterrupt) as stop:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            stdout, stderr = proc.communicate(timeout=E2E_CLEANUP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            stdout, stderr = proc.communicate()
-        if isinstance(stop, KeyboardInterrupt):
-            raise
-        pytest.fail(f"ci/e2e-kind.sh did not finish within {timeout}s (stopped with SIGTERM, exit status "
-                    f"{proc.returncode}):\n{stdout[-8000:]}\n{stderr[-8000:]}")
+        result = run_stoppable([str(E2E_SCRIPT)], timeout, E2E_CLEANUP_TIMEOUT)
+    except subprocess.TimeoutExpired as stopped:
+        pytest.fail(f"ci/e2e-kind.sh did not finish within {timeout}s (stopped with SIGTERM):\n"
+                    f"{(stopped.output or '')[-8000:]}\n{(stopped.stderr or '')[-8000:]}")
+    return result.returncode, result.stdout, result.stderr
 
 
 @pytest.mark.slow

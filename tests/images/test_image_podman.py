@@ -36,6 +36,7 @@ import pytest
 
 from tests.support.dockerfile import source_revision
 from tests.support.helm import REPO
+from tests.support.procs import run_stoppable
 from trainer.benchmark import write_idx_dataset
 from trainer.data import load
 
@@ -97,8 +98,9 @@ def built_image(variant: str, missing: Callable[[], str | None]) -> Iterator[str
         pytest.skip(reason)
     anchor = CACHE_ANCHOR.format(variant=variant)
     tag = f"{anchor}-{uuid.uuid4().hex[:8]}"
-    build = subprocess.run([str(PODMAN_DIR / "build-offline.sh")], capture_output=True, text=True,
-                           env={**podman_env(), "IMG": tag, "VARIANT": variant}, timeout=2400)
+    # Stopped with SIGTERM, so that the script's trap removes the torch wheel it links into docker/wheels/.
+    build = run_stoppable([str(PODMAN_DIR / "build-offline.sh")], 2400, 60,
+                          env={**podman_env(), "IMG": tag, "VARIANT": variant})
     assert build.returncode == 0, f"{variant} image build failed:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}"
     yield tag
     previous = podman("image", "inspect", "--format", "{{.Id}}", anchor, check=False).stdout.strip()
@@ -125,7 +127,7 @@ def offline_base() -> str:
     reason = podman_missing()
     if reason:
         pytest.skip(reason)
-    base = subprocess.run([str(PODMAN_DIR / "offline-base.sh")], capture_output=True, text=True, env=podman_env(), timeout=1200)
+    base = run_stoppable([str(PODMAN_DIR / "offline-base.sh")], 1200, 60, env=podman_env())
     assert base.returncode == 0, f"offline base failed:\n{base.stdout[-4000:]}\n{base.stderr[-4000:]}"
     return base.stdout.strip()
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.helm import REPO
-from tests.support.procs import free_port, torchrun_workers
+from tests.support.procs import free_port, spawn, torchrun_workers
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ def start_runner(run_dir: Path, *args: str) -> subprocess.Popen:
     small_data = [arg for key, value in SMALL_DATA.items() for arg in ("--set", f"{key}={value}")]
     command = [sys.executable, "-m", "ci.localjob", "--run-dir", str(run_dir), "--port", str(free_port()),
                *small_data, *args]
-    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return spawn(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def finish(runner: subprocess.Popen) -> str:

@@ -28,6 +28,9 @@ print(f"attempt {n}", flush=True)
 code = codes[min(n, len(codes) - 1)]
 if code == "sleep":
     time.sleep(600)
+if code.startswith("in3s:"):  # exits with the code after it, 3 s on
+    time.sleep(3)
+    code = code.removeprefix("in3s:")
 if code == "kill":
     os.kill(os.getpid(), signal.SIGKILL)
 if code == "pid":
@@ -100,9 +103,9 @@ def pod(tmp_path: Path, name: str, codes: str, replica_type: str = "Master", pol
                     cwd, policy, ())
 
 
-def run(tmp_path: Path, pods: list[LocalPod], backoff_limit: int | None = 3, **kwargs):
+def run(tmp_path: Path, pods: list[LocalPod], backoff_limit: int | None = 3, grace_seconds: float = 0, **kwargs):
     out = io.StringIO()
-    result = JobRunner("job", pods, tmp_path / "run", backoff_limit=backoff_limit, grace_seconds=0,
+    result = JobRunner("job", pods, tmp_path / "run", backoff_limit=backoff_limit, grace_seconds=grace_seconds,
                        out=out, **kwargs).run()
     return result, out.getvalue()
 
@@ -160,6 +163,14 @@ def test_master_success_decides_and_stragglers_are_stopped(tmp_path):
     result, out = run(tmp_path, [pod(tmp_path, "job-master-0", "0"), pod(tmp_path, "job-worker-0", "sleep", "Worker")])
     assert result.state == "Succeeded" and result.reason == "the Master succeeded"
     assert "job-worker-0 still running 0s after the job finished; stopping it" in out
+
+
+def test_a_worker_that_exits_within_the_grace_period_keeps_its_exit_code(tmp_path):
+    """The job is Succeeded once the Master is; a Worker ending within grace_seconds is reaped, not stopped."""
+    result, out = run(tmp_path, [pod(tmp_path, "job-master-0", "0"), pod(tmp_path, "job-worker-0", "in3s:3", "Worker")],
+                      grace_seconds=120)
+    assert result.state == "Succeeded" and result.exit_codes == {"job-master-0": 0, "job-worker-0": 3}
+    assert "waiting up to 120s for job-worker-0" in out and "still running" not in out
 
 
 @pytest.mark.parametrize("elastic", [True, False])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -13,6 +14,54 @@ from tests.support.helm import REPO
 # reachable through urllib (torchvision downloads fail at once instead of timing out).
 BASE_ENV = {"OMP_NUM_THREADS": "1", "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
             "no_proxy": "", "NO_PROXY": ""}  # a no_proxy of the environment would bypass the dead proxy
+
+
+# Every process spawn() started, so that the reaper (tests/conftest.py) ends what a failed test left.
+_spawned: list[subprocess.Popen] = []
+
+
+def spawn(command: list[str], **kwargs) -> subprocess.Popen:
+    """Popen in a session of its own: when the test ends, its whole process group is killed, children
+    such as torchrun's workers or the local runner's replicas included, whether the test passed or not.
+    Otherwise a failed assert would leave a long training run holding one of the CI's two cores."""
+    proc = subprocess.Popen(command, start_new_session=True, **kwargs)
+    _spawned.append(proc)
+    return proc
+
+
+def kill_spawned() -> None:
+    while _spawned:
+        proc = _spawned.pop()
+        _signal_group(proc, signal.SIGKILL)  # its group outlives it while a child runs
+        proc.wait()
+
+
+def _signal_group(proc: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(proc.pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def run_stoppable(command: list[str], timeout: float, cleanup_seconds: float = 300, **kwargs) -> subprocess.CompletedProcess:
+    """Run `command` to the end in a process group of its own. After `timeout` seconds (or Ctrl-C)
+    the group gets SIGTERM, so that a script's EXIT trap still cleans up, where subprocess.run's
+    SIGKILL would end the script alone and leave its children and files behind; SIGKILL follows
+    `cleanup_seconds` later. A stopped run raises subprocess.TimeoutExpired with its output."""
+    proc = spawn(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt) as stop:
+        _signal_group(proc, signal.SIGTERM)
+        try:
+            stdout, stderr = proc.communicate(timeout=cleanup_seconds)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+        if isinstance(stop, KeyboardInterrupt):
+            raise
+        raise subprocess.TimeoutExpired(command, timeout, output=stdout, stderr=stderr) from None
+    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
 
 def free_port() -> int:
@@ -41,7 +90,7 @@ def start_pods(args: list[str], cwd: Path, world_size: int, port: int) -> list[s
     procs = []
     for rank in range(world_size):
         log = open(cwd / f"rank{rank}.log", "ab")
-        procs.append(subprocess.Popen(
+        procs.append(spawn(
             [sys.executable, "-m", "trainer", *args], cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
             env=trainer_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world_size),
                             RANK=str(rank), PYTHONUNBUFFERED="1"),

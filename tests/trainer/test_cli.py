@@ -205,6 +205,15 @@ def test_the_saved_model_takes_raw_pixels_as_the_seeds_did(tmp_path):
     assert correct == round(reported * len(digits.test_labels))
 
 
+def test_seed_style_save_model_writes_the_model_to_the_current_directory(tmp_path):
+    """`mnist.py --save-model`: mnist_cnn.pt in the working directory, events under --dir logs."""
+    result = run_trainer([*QUICK, "--save-model"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    Net().load_state_dict(torch.load(tmp_path / "mnist_cnn.pt", weights_only=True))
+    assert not (tmp_path / "metrics.json").exists(), "metrics.json belongs to --output-dir"
+    assert list((tmp_path / "logs").rglob("events.out.tfevents.*"))
+
+
 def test_run_id_is_recorded_and_killed_writes_are_cleared(tmp_path):
     # Left by an attempt killed while it wrote its outputs; the writer of the next clears them.
     killed_writes = [tmp_path / "out" / ".mnist_cnn.pt.k2j3h4.tmp", tmp_path / "out" / ".metrics.json.x7.tmp"]

@@ -73,6 +73,16 @@ def test_two_pods_with_the_operator_contract(tmp_path):
     assert "Train Epoch" not in (tmp_path / "rank1.log").read_text()
 
 
+def test_two_pods_fall_back_together_when_the_dataset_cannot_be_downloaded(tmp_path):
+    """The ranks agree on the fallback: one that went its own way would end the other's collectives."""
+    args = ["--dataset", "mnist", "--data-dir", "empty", "--fallback-dataset", "digits", "--epochs", "1",
+            "--threads", "1", "--output-dir", "out", "--dir", "", "--pg-timeout", "60"]
+    codes = wait_all(start_pods(args, tmp_path, world_size=2, port=free_port()))
+    assert codes == [0, 0], (tmp_path / "rank0.log").read_text() + (tmp_path / "rank1.log").read_text()
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert (metrics["dataset"], metrics["world_size"]) == ("digits", 2)
+
+
 def test_two_pods_share_a_torchvision_dataset_directory(tmp_path):
     """Rank 0 fetches first, then the other pod finds the files: both train on MNIST."""
     write_idx_dataset(tmp_path / "shared", load("synthetic", tmp_path, download=False).limited(512, 100), "MNIST")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.support.procs import free_port, torchrun_workers, trainer_env
+from tests.support.procs import free_port, spawn, torchrun_workers, trainer_env
 
 ONE_WORKER = ["--standalone", "--nproc-per-node", "1", "--max-restarts", "0", "--module", "trainer"]
 LONG_RUN = ["--dataset", "synthetic", "--epochs", "100", "--threads", "1", "--dir", "", "--log-interval", "1"]
@@ -20,8 +20,8 @@ LONG_RUN = ["--dataset", "synthetic", "--epochs", "100", "--threads", "1", "--di
 
 def launch(launcher: str, args: list[str], cwd: Path) -> subprocess.Popen:
     with open(cwd / f"{launcher}.log", "w") as log:
-        return subprocess.Popen([sys.executable, "-m", launcher, *args], cwd=cwd,
-                                env=trainer_env(PYTHONUNBUFFERED="1"), stdout=log, stderr=subprocess.STDOUT)
+        return spawn([sys.executable, "-m", launcher, *args], cwd=cwd,
+                     env=trainer_env(PYTHONUNBUFFERED="1"), stdout=log, stderr=subprocess.STDOUT)
 
 
 def training(launcher: subprocess.Popen, log: Path) -> int:
