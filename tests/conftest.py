@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.helm import HELM_NAMES, REPO, Helm, helm_binary
-from tests.support.procs import kill_spawned
+from tests.support.procs import stop_spawned
 
 
 @pytest.fixture(scope="session")
@@ -22,6 +22,6 @@ def helm(request) -> Helm:
 
 @pytest.fixture(autouse=True)
 def reap_spawned_processes():
-    """Kill what the test started with tests.support.procs.spawn and left running."""
+    """Stop what the test started with tests.support.procs.spawn and left running."""
     yield
-    kill_spawned()
+    stop_spawned()

@@ -1,4 +1,4 @@
-"""The test suite's own process reaper: what a failed test started does not outlive it."""
+"""The test suite's own process reaper: what a test started does not outlive it."""
 from __future__ import annotations
 
 import os
@@ -7,41 +7,50 @@ import subprocess
 import sys
 import time
 
-from tests.support.procs import kill_spawned, run_stoppable, spawn
+import pytest
 
-# Starts a grandchild, as torchrun and the local runner do, then waits.
-PARENT = ("import subprocess, sys, time; "
-          "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
-          "print('started', flush=True); time.sleep(600)")
+from tests.support.procs import descendants, run_stoppable, spawn, stop_spawned
+
+# Starts a grandchild, in the parent's session or in one of its own (as torchrun starts its workers
+# and the local runner its replicas), prints its pid, then waits, ignoring SIGTERM when told to.
+PARENT = """
+import signal, subprocess, sys, time
+if sys.argv[2] == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=sys.argv[1] == "own")
+print(child.pid, flush=True)
+time.sleep(600)
+"""
 
 
-def group_gone(pgid: int) -> bool:
+def gone(pid: int) -> bool:
+    """True once pid has ended (its zombie reaped by whoever adopted it)."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            os.killpg(pgid, 0)
+            os.kill(pid, 0)
         except ProcessLookupError:
             return True
         time.sleep(0.1)
     return False
 
 
-def test_the_reaper_kills_a_spawned_process_and_its_children():
-    parent = spawn([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
-    assert parent.stdout.readline() == "started\n"
-    kill_spawned()
-    assert parent.returncode == -signal.SIGKILL
-    assert group_gone(parent.pid), "the grandchild survived"
+@pytest.mark.parametrize("session", ["shared", "own"])
+@pytest.mark.parametrize("parent", ["stops-on-sigterm", "stubborn"])
+def test_the_reaper_ends_a_spawned_process_and_every_descendant(session, parent):
+    started = spawn([sys.executable, "-c", PARENT, session, parent], stdout=subprocess.PIPE, text=True)
+    grandchild = int(started.stdout.readline())
+    assert descendants(started.pid) == [grandchild]
+    stop_spawned(stop_seconds=2)
+    expected = -signal.SIGKILL if parent == "stubborn" else -signal.SIGTERM
+    assert started.returncode == expected, "SIGTERM first, SIGKILL for what ignores it"
+    assert gone(grandchild), f"the grandchild in a {session} session outlived the test"
 
 
 def test_a_stopped_run_gets_sigterm_so_its_exit_trap_cleans_up(tmp_path):
     """subprocess.run's timeout would SIGKILL the script, whose trap then never runs."""
     leftover = tmp_path / "staged"
     script = f"touch {leftover}; trap 'rm -f {leftover}' EXIT; sleep 600"
-    try:
+    with pytest.raises(subprocess.TimeoutExpired):
         run_stoppable(["bash", "-c", script], timeout=2, cleanup_seconds=30)
-    except subprocess.TimeoutExpired as stopped:
-        assert stopped.timeout == 2
-    else:
-        raise AssertionError("the run was not stopped")
     assert not leftover.exists()

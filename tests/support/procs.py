@@ -16,24 +16,56 @@ BASE_ENV = {"OMP_NUM_THREADS": "1", "http_proxy": "http://127.0.0.1:9", "https_p
             "no_proxy": "", "NO_PROXY": ""}  # a no_proxy of the environment would bypass the dead proxy
 
 
-# Every process spawn() started, so that the reaper (tests/conftest.py) ends what a failed test left.
+# Every process spawn() started, so that the reaper (tests/conftest.py) stops what a test left running.
 _spawned: list[subprocess.Popen] = []
+# Above the local runner's stop timeout (10 s): on SIGTERM it stops its replicas within that.
+STOP_SECONDS = 15
 
 
 def spawn(command: list[str], **kwargs) -> subprocess.Popen:
-    """Popen in a session of its own: when the test ends, its whole process group is killed, children
-    such as torchrun's workers or the local runner's replicas included, whether the test passed or not.
-    Otherwise a failed assert would leave a long training run holding one of the CI's two cores."""
+    """Popen in a process group of its own, which the reaper stops when the test ends, passed or not:
+    a failed assert would otherwise leave a long training run holding one of the CI's two cores."""
     proc = subprocess.Popen(command, start_new_session=True, **kwargs)
     _spawned.append(proc)
     return proc
 
 
-def kill_spawned() -> None:
+def descendants(pid: int) -> list[int]:
+    """pid's children, their children and so on, those in sessions of their own included (torchrun's
+    workers, the local runner's replicas)."""
+    found, parents = [], [pid]
+    while parents:
+        parent = parents.pop()
+        for children in Path(f"/proc/{parent}/task").glob("*/children"):
+            try:
+                pids = [int(child) for child in children.read_text().split()]
+            except OSError:  # the task ended meanwhile
+                continue
+            found += pids
+            parents += pids
+    return found
+
+
+def stop_spawned(stop_seconds: float = STOP_SECONDS) -> None:
+    """SIGTERM the group of each spawned process still running, as a pod's stop would, so that
+    torchrun and the local runner stop their workers and replicas themselves; `stop_seconds` later,
+    SIGKILL what is left of the group and of every descendant it had."""
     while _spawned:
         proc = _spawned.pop()
-        _signal_group(proc, signal.SIGKILL)  # its group outlives it while a child runs
-        proc.wait()
+        if proc.poll() is not None:
+            continue
+        family = descendants(proc.pid)
+        _signal_group(proc, signal.SIGTERM)
+        try:
+            proc.wait(timeout=stop_seconds)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
+        for pid in family:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _signal_group(proc: subprocess.Popen, signum: int) -> None:
