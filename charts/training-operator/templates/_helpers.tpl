@@ -124,6 +124,9 @@ the app's manifests (crds.enabled=false), through Prune=false in the app's sync 
 {{- end }}
 {{- $_ := set $seen (toString $port) $name }}
 {{- end }}
+{{- if and .Values.networkPolicy.enabled .Values.metrics.serviceMonitor.enabled (not .Values.networkPolicy.metricsFrom) }}
+{{- fail "networkPolicy.enabled closes the metrics port to all but networkPolicy.metricsFrom, which is empty, so the ServiceMonitor's Prometheus could not scrape: add its namespace or pods to networkPolicy.metricsFrom, e.g. [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]" }}
+{{- end }}
 {{- if eq (int .Values.metrics.port) 443 }}
 {{- fail "metrics.port is 443, which the Service already serves the webhook on; give metrics another port (e.g. 8080)" }}
 {{- end }}
