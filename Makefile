@@ -34,7 +34,7 @@ CONTAINER_TOOL ?= $(shell docker info >/dev/null 2>&1 || ! command -v podman >/d
 # Cluster nodes are mostly amd64; a laptop (an Apple-silicon Mac, say) would otherwise build its own arch.
 PLATFORMS ?= linux/amd64
 IMAGE_BUILD_FLAGS ?=
-# `make push` pushes only an image of this checkout's commit; 1 pushes another one too.
+# `make push` pushes only an image of this checkout's commit; ALLOW_UNCOMMITTED=1 pushes another one too.
 ALLOW_UNCOMMITTED ?=
 
 ##@ Everyday

@@ -22,7 +22,7 @@ if ! revision=$("$tool" image inspect --format "$label" "$IMG" 2>/dev/null); the
   exit 2
 fi
 head=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo "no git checkout")
-if [[ "$revision" != "$head" && -z "${ALLOW_UNCOMMITTED:-}" ]]; then
+if [[ "$revision" != "$head" && "${ALLOW_UNCOMMITTED:-}" != 1 ]]; then
   if [[ "$revision" == *-dirty ]]; then
     echo "$IMG was built from uncommitted edits (revision $revision): commit them and run make image again." >&2
   else
@@ -39,10 +39,9 @@ case "$(basename "$tool")" in
     "$tool" push --digestfile "$digest_file" "$IMG"
     digest=$(<"$digest_file") ;;
   *)
-    "$tool" push "$IMG"
-    # The registry's digest for this repository, which docker records on push.
-    digest=$("$tool" image inspect --format '{{ range .RepoDigests }}{{ println . }}{{ end }}' "$IMG" |
-      sed -n "s|^${IMG%:*}@||p" | head -n 1) ;;
+    # docker prints "<tag>: digest: sha256:… size: …" last (its RepoDigests use short names for Docker Hub).
+    "$tool" push "$IMG" | tee "$digest_file"
+    digest=$(grep -o 'digest: sha256:[0-9a-f]*' "$digest_file" | tail -n 1 | cut -d ' ' -f 2) ;;
 esac
 echo "Pushed $IMG as ${digest:-an unknown digest}."
 if [[ -n "$digest" ]]; then

@@ -668,7 +668,9 @@ def test_tensorboard_reads_the_releases_runs_read_only(rendered):
     trainer_labels = replica_specs(docs)["Master"]["template"]["metadata"]["labels"]
     assert not selector.items() <= trainer_labels.items(), "the Service must not select trainer pods"
     assert container["image"] == "tensorflow/tensorflow:2.20.0@sha256:" + "b" * 64
-    assert container["livenessProbe"]["httpGet"] == container["readinessProbe"]["httpGet"] == {"path": "/", "port": "http"}
+    probes = [container[probe]["httpGet"] for probe in ("startupProbe", "livenessProbe", "readinessProbe")]
+    assert probes == [{"path": "/", "port": "http"}] * 3
+    assert container["startupProbe"]["failureThreshold"] * container["startupProbe"]["periodSeconds"] >= 300
 
 
 def test_pod_annotations_reach_every_pod_and_leave_the_test_hook_intact(helm, tmp_path):

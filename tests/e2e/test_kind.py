@@ -270,8 +270,19 @@ def test_release_workflow_publishes_the_images_and_charts_of_the_tagged_version(
     assert not [f"{p.line}:{p.column} {p.message}" for p in linter.run(text, lint)]
     workflow = yaml.safe_load(text)
     assert workflow[True] == {"push": {"tags": ["v*"]}}  # YAML 1.1 reads the key `on` as true
-    check = " ".join(step.get("run", "") for step in workflow["jobs"]["check"]["steps"])
-    assert "pyproject.toml" in check and '"v$version"' in check, "the tag must name the version the images carry"
+    (check,) = [step for step in workflow["jobs"]["check"]["steps"] if "run" in step]
+    assert check["env"]["OWNER"] == "${{ github.repository_owner }}"
+
+    def checked(tag: str, owner: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-e", "-c", check["run"]], cwd=REPO, capture_output=True, text=True,
+                              env={**os.environ, "GITHUB_REF_NAME": tag, "OWNER": owner})
+
+    version = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
+    assert checked(f"v{version}", "PyTorchJob-MNIST").returncode == 0, "ghcr.io names are lowercase"
+    wrong_tag = checked("v99.0.0", "pytorchjob-mnist")
+    assert wrong_tag.returncode == 1 and f"tag v{version}" in wrong_tag.stdout, "the images carry pyproject's version"
+    fork = checked(f"v{version}", "someone")
+    assert fork.returncode == 1 and "pushes ghcr.io/someone/trainer" in fork.stdout, "the chart must pull what is pushed"
     images = workflow["jobs"]["images"]
     assert images["needs"] == "check" and images["permissions"]["packages"] == "write"
     built = {(entry["variant"], entry["platforms"]) for entry in images["strategy"]["matrix"]["include"]}
@@ -281,4 +292,5 @@ def test_release_workflow_publishes_the_images_and_charts_of_the_tagged_version(
     assert 'REGISTRY="ghcr.io/${OWNER,,}"' in push and "IMAGE_BUILD_FLAGS=--push" in push
     charts = " ".join(step.get("run", "") for step in workflow["jobs"]["charts"]["steps"])
     assert workflow["jobs"]["charts"]["needs"] == "images", "no chart release points at images not yet pushed"
-    assert "charts/training-operator charts/pytorchjob-mnist" in charts and 'push "$package" "oci://ghcr.io/' in charts
+    assert "charts/training-operator charts/pytorchjob-mnist" in charts and '"oci://ghcr.io/${OWNER,,}/charts"' in charts
+    assert "is already published" in charts, "a published chart version is never replaced"

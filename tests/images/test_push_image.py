@@ -116,6 +116,7 @@ def test_refuses_an_image_of_other_sources_and_names_the_override(registry, labe
     assert reason in result.stderr
     assert "make image again" in result.stderr and "ALLOW_UNCOMMITTED=1" in result.stderr
     assert "Pushed" not in result.stdout
+    assert make_push(img, env, ALLOW_UNCOMMITTED="0").returncode != 0, "only 1 overrides"
     forced = make_push(img, env, ALLOW_UNCOMMITTED="1")
     assert forced.returncode == 0, forced.stderr
     assert f"Pushed {img} as sha256:" in forced.stdout
