@@ -135,7 +135,7 @@ leftovers() {
   local selector="app.kubernetes.io/instance=$1"
   kubectl get clusterroles,clusterrolebindings,validatingwebhookconfigurations,customresourcedefinitions,persistentvolumes \
     -l "$selector" -o name || return 1
-  kubectl get all,pytorchjobs,pvc,configmaps,secrets,serviceaccounts,roles,rolebindings,leases.coordination.k8s.io \
+  kubectl get all,pytorchjobs,pvc,configmaps,secrets,serviceaccounts,roles,rolebindings,leases.coordination.k8s.io,networkpolicies \
     -n "$2" -l "$selector" -o name || return 1
 }
 
@@ -312,7 +312,7 @@ run_job "$workload_release" -f "$workload_values"
 step "helm test"
 run_helm_test "$workload_release"
 
-step "a job across two nodes (no volume, so no single-node affinity)"
+step "a job across two nodes (no volume, so no single-node affinity), behind its NetworkPolicy"
 run_job "$two_nodes_release" -f "$workload_values" -f "$two_nodes_values"
 nodes=$(job_pods "$two_nodes_release" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u | wc -l)
 ((nodes == 2)) || { echo "the pods of $two_nodes_release ran on $nodes node(s), not 2" >&2; exit 1; }

@@ -146,7 +146,9 @@ def test_the_two_node_job_must_spread_its_pods_and_leaves_nothing(helm):
     docs = helm.render(REPO / "charts" / "pytorchjob-mnist", release=release,
                        namespace=script_setting("workload_namespace"),
                        values_files=(script_setting("workload_values"), script_setting("two_nodes_values")))
-    assert {d["kind"] for d in docs} == {"PyTorchJob"}, "nothing the uninstall would have to keep or the test needs"
+    assert {d["kind"] for d in docs} == {"PyTorchJob", "NetworkPolicy"}, "nothing the uninstall would keep or the test needs"
+    assert {p["metadata"]["labels"]["app.kubernetes.io/instance"] for p in by_kind(docs, "NetworkPolicy")} == {release}
+    assert "networkpolicies" in leftover_resources(), "the uninstall check must see a NetworkPolicy left behind"
     [job] = by_kind(docs, "PyTorchJob")
     assert job["metadata"]["name"] == release
     for role, spec in job["spec"]["pytorchReplicaSpecs"].items():
@@ -225,7 +227,7 @@ def test_ci_workflow_builds_the_variants_and_platforms_the_e2e_does_not():
 # What `kubectl get <resource>` in the script's leftovers() finds, per kind the charts render.
 LEFTOVER_RESOURCE = {
     "Pod": "all", "Service": "all", "Deployment": "all",
-    "PyTorchJob": "pytorchjobs", "PersistentVolumeClaim": "pvc", "ConfigMap": "configmaps",
+    "PyTorchJob": "pytorchjobs", "PersistentVolumeClaim": "pvc", "ConfigMap": "configmaps", "NetworkPolicy": "networkpolicies",
     "Secret": "secrets", "ServiceAccount": "serviceaccounts", "Role": "roles", "RoleBinding": "rolebindings",
     "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
     "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
