@@ -54,3 +54,13 @@ def test_a_stopped_run_gets_sigterm_so_its_exit_trap_cleans_up(tmp_path):
     with pytest.raises(subprocess.TimeoutExpired):
         run_stoppable(["bash", "-c", script], timeout=2, cleanup_seconds=30)
     assert not leftover.exists()
+
+
+def test_the_reaper_ends_what_an_exited_process_left_in_its_group():
+    """A crashed launcher's workers outlive it; its group still holds them."""
+    started = spawn(["bash", "-c", "sleep 600 & echo $!"], stdout=subprocess.PIPE, text=True)
+    orphan = int(started.stdout.readline())
+    started.wait()
+    stop_spawned(stop_seconds=2)
+    assert gone(orphan)
+

@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.support.helm import REPO
@@ -47,25 +48,39 @@ def descendants(pid: int) -> list[int]:
 
 
 def stop_spawned(stop_seconds: float = STOP_SECONDS) -> None:
-    """SIGTERM the group of each spawned process still running, as a pod's stop would, so that
-    torchrun and the local runner stop their workers and replicas themselves; `stop_seconds` later,
-    SIGKILL what is left of the group and of every descendant it had."""
-    while _spawned:
-        proc = _spawned.pop()
-        if proc.poll() is not None:
-            continue
-        family = descendants(proc.pid)
-        _signal_group(proc, signal.SIGTERM)
-        try:
-            proc.wait(timeout=stop_seconds)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc, signal.SIGKILL)
-            proc.wait()
-        for pid in family:
+    """Stop every spawned process as a pod's stop would: SIGTERM to each group, so that torchrun and
+    the local runner stop their workers and replicas themselves, then, `stop_seconds` later for all
+    of them together, SIGKILL to each group and to every descendant seen at the start. Descendants
+    are held by pidfd, so a pid reused meanwhile is never hit; an interrupt skips to the SIGKILLs."""
+    spawned = _spawned[:]
+    _spawned.clear()
+    family = []
+    for proc in spawned:
+        for pid in descendants(proc.pid):
             try:
-                os.kill(pid, signal.SIGKILL)
+                family.append(os.pidfd_open(pid))
             except ProcessLookupError:
                 pass
+    try:
+        for proc in spawned:
+            if proc.poll() is None:
+                _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + stop_seconds
+        for proc in spawned:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        for proc in spawned:
+            _signal_group(proc, signal.SIGKILL)  # the group outlives its leader while a child runs
+            proc.wait()
+        for pidfd in family:
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.close(pidfd)
 
 
 def _signal_group(proc: subprocess.Popen, signum: int) -> None:
