@@ -34,15 +34,15 @@ fi
 
 digest_file=$(mktemp)
 trap 'rm -f "$digest_file"' EXIT
-case "$(basename "$tool")" in
-  *podman*)
-    "$tool" push --digestfile "$digest_file" "$IMG"
-    digest=$(<"$digest_file") ;;
-  *)
-    # docker prints "<tag>: digest: sha256:… size: …" last (its RepoDigests use short names for Docker Hub).
-    "$tool" push "$IMG" | tee "$digest_file"
-    digest=$(grep -o 'digest: sha256:[0-9a-f]*' "$digest_file" | tail -n 1 | cut -d ' ' -f 2) ;;
-esac
+# podman also answers as `docker` (the podman-docker package), so ask the tool what it is.
+if "$tool" --version 2>/dev/null | grep -qi podman; then
+  "$tool" push --digestfile "$digest_file" "$IMG"
+  digest=$(<"$digest_file")
+else
+  # docker prints "<tag>: digest: sha256:… size: …" last (its RepoDigests use short names for Docker Hub).
+  "$tool" push "$IMG" | tee "$digest_file"
+  digest=$(sed -n 's/.*digest: \(sha256:[0-9a-f]*\).*/\1/p' "$digest_file" | tail -n 1)
+fi
 echo "Pushed $IMG as ${digest:-an unknown digest}."
 if [[ -n "$digest" ]]; then
   echo "A tag can be pushed again; to run exactly this image, install the chart with --set image.digest=$digest"

@@ -85,14 +85,20 @@ def labelled_image(registry, tmp_path) -> Iterator:
 
 
 def make_push(img: str, env: dict[str, str], **extra: str) -> subprocess.CompletedProcess:
+    """`make push IMG=img` with podman, or the CONTAINER_TOOL in `extra`."""
     settings = [f"{key}={value}" for key, value in {"IMG": img, "CONTAINER_TOOL": "podman", **extra}.items()]
     return subprocess.run(["make", "push", *settings], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_pushes_an_image_of_this_commit_and_prints_the_digest_to_pin(registry, labelled_image):
+@pytest.mark.parametrize("tool_name", ["podman", "docker"], ids=["podman", "podman-as-docker"])
+def test_pushes_an_image_of_this_commit_and_prints_the_digest_to_pin(registry, labelled_image, tmp_path, tool_name):
+    """Also under the name docker, as the podman-docker package installs it (`docker info` answers)."""
     host, env = registry
     img = labelled_image(HEAD, "trainer")  # as make image labels a build of a clean checkout
-    result = make_push(img, env)
+    tool = tmp_path / tool_name
+    tool.write_text(f'#!/bin/sh\nexec {shutil.which("podman")} "$@"\n')
+    tool.chmod(0o755)
+    result = make_push(img, env, CONTAINER_TOOL=str(tool))
     assert result.returncode == 0, result.stderr
     pushed = re.search(rf"^Pushed {re.escape(img)} as (sha256:[0-9a-f]{{64}})\.$", result.stdout, re.M)
     assert pushed, result.stdout
