@@ -8,7 +8,8 @@
 #   5. charts/pytorchjob-mnist installed with the local image, also under "restricted"; the PyTorchJob
 #      must reach Succeeded, its Master must log the world size the spec asks for (so no pod trained
 #      alone), and `helm test` checks the model and metrics on the volume;
-#   6. a second release without a volume whose pods must run on different nodes, so DDP crosses them;
+#   6. a second release without a volume whose pods must run on different nodes, so DDP crosses them,
+#      behind the chart's NetworkPolicy;
 #   7. a third release with ci/elastic-cpu-values.yaml (elastic torchrun, 1 Master + 2 Workers), checked
 #      like the first: its rank 0 (in whichever pod the rendezvous put it) logs the world size, and
 #      `helm test`;
