@@ -13,7 +13,8 @@ from tests.support.helm import REPO, SCHEMA_REFUSAL
 # base must render: a base a guard refuses would hide every other error behind its message.
 CHARTS = {
     "training-operator": {"replicaCount": 2, "leaderElection": {"enabled": True}, "watchNamespace": "ml",
-                          "podDisruptionBudget": {"enabled": True}, "networkPolicy": {"enabled": True},
+                          "podDisruptionBudget": {"enabled": True},
+                          "networkPolicy": {"enabled": True, "metricsFrom": [{"podSelector": {}}]},
                           "metrics": {"serviceMonitor": {"enabled": True}}},
     "pytorchjob-mnist": {"gpu": 1, "tensorboard": {"enabled": True}, "networkPolicy": {"enabled": True},
                          "persistence": {"create": {"accessModes": ["ReadWriteMany"]}}},

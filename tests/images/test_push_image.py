@@ -63,6 +63,10 @@ def registry(tmp_path_factory) -> Iterator[tuple[str, dict[str, str]]]:
     finally:
         server.terminate()
         server.wait(timeout=30)
+        # The images pushed and pulled back by digest, which removing their tags leaves in the store.
+        pushed = podman("images", "--quiet", "--filter", f"reference={host}/*/*", check=False).stdout.split()
+        if pushed:
+            podman("rmi", "--force", *set(pushed), check=False)
 
 
 @pytest.fixture
