@@ -157,7 +157,7 @@ def test_the_two_node_job_must_spread_its_pods_and_leaves_nothing(helm):
         [term] = affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert term == {"labelSelector": {"matchLabels": {"training.kubeflow.org/job-name": release}},
                         "topologyKey": "kubernetes.io/hostname"}, role
-    assert f'uninstall_leaving_only "$two_nodes_release" "$workload_namespace" "training.kubeflow.org/job-name=$two_nodes_release" ""' in SCRIPT_TEXT
+    assert 'uninstall_leaving_only "$two_nodes_release" "$workload_namespace" "training.kubeflow.org/job-name=$two_nodes_release" ""' in SCRIPT_TEXT
 
 
 def test_the_elastic_job_is_searched_for_rank_0_and_keeps_its_claim(helm):
