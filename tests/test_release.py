@@ -9,20 +9,17 @@ import subprocess
 
 import pytest
 import yaml
-from yamllint import config as yamllint_config
-from yamllint import linter
-
 from tests.support.helm import REPO
+from tests.support.workflows import WORKFLOWS, lint_problems
 
-WORKFLOW = REPO / ".github" / "workflows" / "release.yaml"
+WORKFLOW = WORKFLOWS / "release.yaml"
 SCRIPT = REPO / "ci" / "release-charts.sh"
 CHARTS = ("charts/training-operator", "charts/pytorchjob-mnist")
 
 
 def test_release_workflow_publishes_the_images_and_charts_of_the_tagged_version():
     text = WORKFLOW.read_text()
-    lint = yamllint_config.YamlLintConfig("{extends: default, rules: {document-start: disable, line-length: {max: 120}, truthy: {check-keys: false}}}")
-    assert not [f"{p.line}:{p.column} {p.message}" for p in linter.run(text, lint)]
+    assert not lint_problems(text)
     workflow = yaml.safe_load(text)
     assert workflow[True] == {"push": {"tags": ["v*"]}}  # YAML 1.1 reads the key `on` as true
     check_steps = workflow["jobs"]["check"]["steps"]

@@ -12,11 +12,10 @@ import subprocess
 
 import pytest
 import yaml
-from yamllint import config as yamllint_config
-from yamllint import linter
 
 from tests.support.helm import REPO, by_kind
 from tests.support.procs import run_stoppable
+from tests.support.workflows import WORKFLOWS, lint_problems
 
 E2E_SCRIPT = REPO / "ci" / "e2e-kind.sh"
 KIND_CONFIG = REPO / "ci" / "kind" / "cluster.yaml"
@@ -188,9 +187,8 @@ def test_the_operator_uninstall_leaves_the_crd_the_script_expects(helm):
 
 
 def test_ci_workflow_runs_make_test_and_the_kind_e2e():
-    text = (REPO / ".github" / "workflows" / "ci.yaml").read_text()
-    lint = yamllint_config.YamlLintConfig("{extends: default, rules: {document-start: disable, line-length: {max: 120}, truthy: {check-keys: false}}}")
-    problems = [f"{p.line}:{p.column} {p.message}" for p in linter.run(text, lint)]
+    text = (WORKFLOWS / "ci.yaml").read_text()
+    problems = lint_problems(text)
     assert not problems, problems
     workflow = yaml.safe_load(text)
     runs = {name: [step.get("run") for step in job["steps"]] for name, job in workflow["jobs"].items()}
@@ -212,7 +210,7 @@ def test_ci_workflow_runs_make_test_and_the_kind_e2e():
 
 
 def test_ci_workflow_builds_the_variants_and_platforms_the_e2e_does_not():
-    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "ci.yaml").read_text())
+    workflow = yaml.safe_load((WORKFLOWS / "ci.yaml").read_text())
     job = workflow["jobs"]["images"]
     built = {(entry["variant"], entry["platform"]) for entry in job["strategy"]["matrix"]["include"]}
     assert {("cuda", "linux/amd64"), ("cpu", "linux/arm64")} <= built

@@ -31,19 +31,25 @@ def spawn(command: list[str], **kwargs) -> subprocess.Popen:
     return proc
 
 
+def children(pid: int) -> list[int]:
+    """The processes pid (any of its threads) has started and not yet reaped."""
+    found = []
+    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            found += [int(child) for child in listing.read_text().split()]
+        except OSError:  # the thread ended meanwhile
+            pass
+    return found
+
+
 def descendants(pid: int) -> list[int]:
     """pid's children, their children and so on, those in sessions of their own included (torchrun's
     workers, the local runner's replicas)."""
     found, parents = [], [pid]
     while parents:
-        parent = parents.pop()
-        for children in Path(f"/proc/{parent}/task").glob("*/children"):
-            try:
-                pids = [int(child) for child in children.read_text().split()]
-            except OSError:  # the task ended meanwhile
-                continue
-            found += pids
-            parents += pids
+        pids = children(parents.pop())
+        found += pids
+        parents += pids
     return found
 
 
@@ -152,6 +158,5 @@ def wait_all(procs: list[subprocess.Popen], timeout: float = 300) -> list[int]:
 
 def torchrun_workers(launcher_pid: int) -> list[int]:
     """The trainer processes a torchrun launcher has started (its children running `-m trainer`)."""
-    children = Path(f"/proc/{launcher_pid}/task/{launcher_pid}/children").read_text().split()
-    return [int(child) for child in children
+    return [child for child in children(launcher_pid)
             if b"trainer" in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")]

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tests.support.procs import free_port, run_trainer, trainer_env
+from tests.support.procs import children, free_port, run_trainer, trainer_env
 from trainer import data as datasets
 from trainer.benchmark import write_idx_dataset
 from trainer.cli import build_parser, load_data, parse_args
@@ -383,7 +383,7 @@ def test_sigterm_stops_the_trainer_with_143(tmp_path, as_pid_1, stopped_in):
             time.sleep(0.1)
         trainer_pid = started.pid
         if as_pid_1:  # unshare's child, PID 1 in its namespace
-            trainer_pid = int(Path(f"/proc/{started.pid}/task/{started.pid}/children").read_text().split()[0])
+            (trainer_pid,) = children(started.pid)
             (ns_pids,) = [line for line in Path(f"/proc/{trainer_pid}/status").read_text().splitlines()
                           if line.startswith("NSpid:")]
             assert ns_pids.split()[-1] == "1", ns_pids
