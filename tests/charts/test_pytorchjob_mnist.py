@@ -290,6 +290,13 @@ def test_command_and_args_replace_the_generated_ones(rendered):
     assert names.index("NCCL_DEBUG") > names.index("XDG_CACHE_HOME"), "user env comes after the chart's"
 
 
+def test_a_command_without_args_gets_no_trainer_flags(helm):
+    """A user's own script would die on the trainer's flags ("unrecognized arguments")."""
+    container = trainer_container(helm.render(CHART, set_values={"command": ["python", "/app/train.py"]}))
+    assert container["command"] == ["python", "/app/train.py"]
+    assert "args" not in container
+
+
 def test_the_trainers_relative_paths_land_on_the_volume_not_the_read_only_image(helm):
     """Seed-style `args` (--save-model, the default --data-dir data and --dir logs) write relative to the
     working directory; the image's is on the read-only root filesystem. A custom command keeps the image's."""
@@ -786,8 +793,12 @@ def test_notes_with_custom_args_say_where_the_test_looks(notes):
     text = notes("--set", "args={--epochs=1,--save-model}")
     assert "The model and metrics.json land on claim" not in text
     assert "outputs go where they say (relative paths from\n   /mnt/pytorchjob-mnist)" in text
-    assert "--output-dir=/mnt/pytorchjob-mnist/runs/ml/mnist/model to your args" in text
+    assert "Your args replace the chart's trainer flags" in text
+    assert "(the trainer's\n   --output-dir=/mnt/pytorchjob-mnist/runs/ml/mnist/model)" in text
     assert "--output-dir" not in notes("--set", "args={--epochs=1}", "--set", "tests.enabled=false")
+    own_script = notes("--set", "command={python,/app/train.py}")
+    assert "Your command and args replace the chart's trainer flags" in own_script
+    assert "The model and metrics.json land on claim" not in own_script
 
 
 def test_notes_of_an_elastic_job_follow_every_pod_for_rank_0(notes):

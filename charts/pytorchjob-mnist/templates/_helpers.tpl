@@ -287,12 +287,14 @@ spec:
       {{- /* torchrun that exits with its failed worker's code, not always 1, for restartPolicy ExitCode. */}}
       command: ["python", "-m", "trainer.torchrun", "--module", "trainer"]
       {{- end }}
+      {{- /* The generated flags are the trainer's: a user's own command gets only its own args. */}}
+      {{- if .Values.args }}
       args:
-        {{- if .Values.args }}
         {{- toYaml .Values.args | nindent 8 }}
-        {{- else }}
+      {{- else if not .Values.command }}
+      args:
         {{- include "pytorchjob-mnist.trainerArgs" . | nindent 8 }}
-        {{- end }}
+      {{- end }}
       {{- with include "pytorchjob-mnist.workingDir" . }}
       workingDir: {{ . }}
       {{- end }}
