@@ -560,6 +560,15 @@ REFUSED_VALUES = [
     ({"nameOverride": "-operator"}, "nameOverride"),
     ({"podSecurityContext.runAsUsr": 1000}, "runAsUsr"),
     ({"securityContext.readOnlyRootFilesytem": True}, "readOnlyRootFilesytem"),
+    # Kubernetes quantities, which the API server would refuse (or the operator, for every Worker
+    # pod's init container, only once a job runs).
+    ({"resources.limits.memory": "512MB"}, "resources.limits.memory"),
+    ({"initContainer.resources.limits.memory": "20MB"}, "initContainer.resources.limits.memory"),
+    ({"initContainer.resources.requests.cpu": -1}, "initContainer.resources.requests.cpu"),
+    # Image references the kubelet cannot pull (InvalidImageName): a tag or digest in the wrong value.
+    ({"image.repository": "kubeflow/training-operator:v1"}, "image.repository"),
+    ({"image.tag": "sha256:" + "0" * 64}, "image.tag"),
+    ({"initContainer.image.tag": "3.22:latest"}, "initContainer.image.tag"),
 ]
 
 
@@ -631,6 +640,39 @@ def test_scaling_to_zero_needs_a_webhook_that_fails_open(helm):
     """With no endpoints, a failurePolicy Fail webhook rejects every PyTorchJob write in the cluster."""
     assert "set replicaCount to 1 or more, or webhook.failurePolicy to Ignore" in template_error(helm, replicaCount=0)
     assert one(render(helm, **{"replicaCount": 0, "webhook.failurePolicy": "Ignore"}), "Deployment")["spec"]["replicas"] == 0
+
+
+@pytest.mark.parametrize("image", ["image", "initContainer.image"])
+def test_a_registry_host_in_the_repository_is_not_prefixed_again(helm, image):
+    """Mirroring the images, users write the host into the repository; the default registry in front
+    of it would make an unpullable reference (for the init container, only once a job runs)."""
+    error = template_error(helm, **{f"{image}.repository": "registry.example.com:5000/ml/mirrored"})
+    assert (f"{image}.repository registry.example.com:5000/ml/mirrored starts with a registry host" in error
+            and f"set {image}.registry to registry.example.com:5000 and drop it from {image}.repository, "
+            f'or set {image}.registry to ""' in error), error
+    docs = render(helm, **{f"{image}.repository": "registry.example.com:5000/ml/mirrored", f"{image}.registry": ""})
+    deployment = yaml.safe_dump(one(docs, "Deployment"))
+    assert "registry.example.com:5000/ml/mirrored:" in deployment and "/registry.example.com" not in deployment
+    # A repository whose first part is an organisation, not a host, takes the registry as before.
+    assert "mirror.example.com/kubeflow/training-v1/training-operator:" in yaml.safe_dump(
+        render(helm, **{"image.registry": "mirror.example.com"}))
+
+
+@pytest.mark.parametrize("value", ["podLabels", "metrics.serviceMonitor.labels"])
+def test_labels_cannot_repeat_the_charts_own(helm, value):
+    """A repeated key renders twice: Helm keeps the last, kustomize, Flux and post-renderers refuse the YAML."""
+    error = template_error(helm, **{f"{value}.app\\.kubernetes\\.io/part-of": "ml-platform",
+                                    "metrics.serviceMonitor.enabled": True})
+    assert f'{value}: "app.kubernetes.io/part-of" is one of the chart\'s own labels' in error, error
+
+
+@pytest.mark.parametrize("flag", ["--metrics-bind-address=:9090", "--webhook-server-port=9444", "--leader-elect",
+                                  "--namespace=ml"])
+def test_extra_args_cannot_override_the_charts_flags(helm, flag):
+    """The last flag wins: the Service, probes and RBAC would no longer match what the operator does."""
+    error = template_error(helm, extraArgs=[flag])
+    assert f'extraArgs: "{flag}" sets {flag.split("=")[0]}, which the chart already sets' in error, error
+    assert flags(render(helm, extraArgs=["--zap-encoder=json"]))["--zap-encoder"] == "json"
 
 
 def test_pod_labels_cannot_change_the_selector_labels(helm):

@@ -71,6 +71,10 @@ An image reference from {registry, repository, tag, digest}; usage:
 {{- fail (printf "%s.tag or %s.digest must be set: give the image a tag (e.g. v1-93c5489) or a sha256 digest" .key .key) }}
 {{- end }}
 {{- $ref := $image.repository }}
+{{- $firstPart := splitList "/" $image.repository | first }}
+{{- if and $image.registry (gt (len (splitList "/" $image.repository)) 1) (or (contains "." $firstPart) (contains ":" $firstPart) (eq $firstPart "localhost")) }}
+{{- fail (printf "%s.repository %s starts with a registry host, and %s.registry %s would be put in front of it; set %s.registry to %s and drop it from %s.repository, or set %s.registry to \"\"" .key $image.repository .key $image.registry .key $firstPart .key .key) }}
+{{- end }}
 {{- if $image.registry }}
 {{- $ref = printf "%s/%s" $image.registry $image.repository }}
 {{- end }}
@@ -97,6 +101,38 @@ the app's manifests (crds.enabled=false), through Prune=false in the app's sync 
 {{- end }}
 {{- end }}
 {{- with $annotations }}{{ toYaml . }}{{ end }}
+{{- end }}
+
+{{/* Where the init-container template ConfigMap is mounted in the operator's pod. */}}
+{{- define "training-operator.initTemplateDir" -}}
+/etc/training-operator
+{{- end }}
+
+{{/* The operator's flags from the values; extraArgs follow them (validateValues keeps those apart). */}}
+{{- define "training-operator.args" -}}
+# Only PyTorchJob: every other enabled scheme would crash-loop on its missing CRD.
+- --enable-scheme=pytorchjob
+- --metrics-bind-address=:{{ .Values.metrics.port }}
+- --health-probe-bind-address=:{{ .Values.healthPort }}
+- --webhook-server-port={{ .Values.webhook.port }}
+- --webhook-service-name={{ include "training-operator.webhookServiceName" . }}
+- --webhook-secret-name={{ include "training-operator.webhookSecretName" . }}
+- --pytorch-init-container-template-file={{ include "training-operator.initTemplateDir" . }}/initContainer.yaml
+- --pytorch-init-container-image={{ include "training-operator.image" (dict "image" .Values.initContainer.image "key" "initContainer.image") }}
+- --pytorch-init-container-max-tries={{ .Values.initContainer.maxTries }}
+- --controller-threads={{ .Values.controllerThreads }}
+- --kube-api-qps={{ .Values.kubeAPI.qps }}
+- --kube-api-burst={{ .Values.kubeAPI.burst }}
+- --zap-log-level={{ .Values.logLevel }}
+{{- if .Values.leaderElection.enabled }}
+- --leader-elect
+{{- end }}
+{{- with .Values.watchNamespace }}
+- --namespace={{ . }}
+{{- end }}
+{{- with .Values.gangSchedulerName }}
+- --gang-scheduler-name={{ . }}
+{{- end }}
 {{- end }}
 
 {{/* Combinations the schema cannot express; fail early with the fix in the message. */}}
@@ -134,11 +170,32 @@ the app's manifests (crds.enabled=false), through Prune=false in the app's sync 
 {{- fail "replicaCount=0 leaves the webhook without a server, and webhook.failurePolicy=Fail then rejects every PyTorchJob create and update in the cluster; set replicaCount to 1 or more, or webhook.failurePolicy to Ignore while the operator is scaled down" }}
 {{- end }}
 {{- $selector := include "training-operator.selectorLabels" . | fromYaml }}
+{{- $chartLabels := include "training-operator.labels" . | fromYaml }}
 {{- range $key, $_ := .Values.podLabels }}
 {{- if hasKey $selector $key }}
 {{- fail (printf "podLabels: %q is one of the Deployment's selector labels, and another value would leave the selector matching no pod; remove it from podLabels" $key) }}
 {{- end }}
 {{- end }}
+{{- /* A repeated key renders twice: Helm keeps the last, but kustomize, Flux and post-renderers refuse the YAML. */}}
+{{- range $value, $labels := dict "podLabels" .Values.podLabels "metrics.serviceMonitor.labels" .Values.metrics.serviceMonitor.labels }}
+{{- range $key, $_ := $labels }}
+{{- if hasKey $chartLabels $key }}
+{{- fail (printf "%s: %q is one of the chart's own labels, which it sets itself; remove it from %s, or use a key of your own (e.g. team)" $value $key $value) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- /* With the flags that only some values render (leaderElection.enabled, watchNamespace, gangSchedulerName). */}}
+{{- $chartFlags := list "--leader-elect" "--namespace" "--gang-scheduler-name" }}
+{{- range include "training-operator.args" . | fromYamlArray }}
+{{- $chartFlags = append $chartFlags (regexFind "^--[^=]+" .) }}
+{{- end }}
+{{- range .Values.extraArgs }}
+{{- $flag := regexFind "^--[^=]+" . }}
+{{- if has $flag $chartFlags }}
+{{- fail (printf "extraArgs: %q sets %s, which the chart already sets from its values and ties to the rest of the release (Service ports, probes, RBAC, webhook); set the matching value instead (e.g. metrics.port, logLevel, leaderElection.enabled, watchNamespace)" . $flag) }}
+{{- end }}
+{{- end }}
+
 {{- end }}
 
 {{/*
