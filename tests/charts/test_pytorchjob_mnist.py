@@ -906,6 +906,26 @@ GUARDS = {
                           'labels: "kueue.x-k8s.io/queue-name" belongs in kueue.queueName'),
     "queue-label-instead-of-kueue-value": ({"labels": {"kueue.x-k8s.io/queue-name": "team-a"}},
                                            "move the queue name there"),
+    # The API server refuses such pods: the job would stay Created, the reason only in its events.
+    "memory-request-above-limit": ({"resources": {"requests": {"memory": "8Gi"}}},
+                                   "resources.requests.memory (8Gi) is more than resources.limits.memory (4Gi), which "
+                                   "the API server refuses in every pod; lower the request or raise the limit"),
+    "cpu-request-above-limit": ({"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1500m"}}},
+                                "resources.requests.cpu (2) is more than resources.limits.cpu (1500m)"),
+    "tensorboard-request-above-limit": ({"tensorboard": {"resources": {"requests": {"memory": "2Gi"}}}},
+                                        "tensorboard.resources.requests.memory (2Gi) is more than "
+                                        "tensorboard.resources.limits.memory (1Gi)"),
+    "shm-fills-the-memory-limit": ({"resources": {"requests": {"memory": "512Mi"}, "limits": {"memory": "1Gi"}}},
+                                   "shm.sizeLimit (1Gi) is not below resources.limits.memory (1Gi)"),
+    # The README's iteration advice tags builds `<sha>-cpu`; on a GPU node that image cannot use the GPU.
+    "cpu-tag-with-gpu": ({"gpu": 1, "image": {"tag": "3f2a1bc-cpu"}},
+                         "gpu: 1 needs a CUDA image but image.tag 3f2a1bc-cpu is a CPU build"),
+    "claim-without-persistence": ({"persistence": {"enabled": False, "existingClaim": "data"}},
+                                  "persistence.existingClaim is set but persistence.enabled=false"),
+    "host-path-without-persistence": ({"persistence": {"enabled": False, "hostPath": {"path": "/srv"}}},
+                                      "or clear persistence.hostPath.path"),
+    "gang-larger-than-the-job": ({"runPolicy": {"schedulingPolicy": {"minAvailable": 5}}},
+                                 "runPolicy.schedulingPolicy.minAvailable (5) is more than the job's 2 pods"),
     "name-too-long": ({"fullnameOverride": "a" * 56, "workers": 10},
                       'its pod and Service name "' + "a" * 56 + '-worker-9" has 65 characters, the limit is 63; '
                       "set fullnameOverride to a name of at most 54 characters"),
@@ -951,6 +971,14 @@ SCHEMA_REFUSALS = {
     "kilo-is-lower-case": ({"shm": {"sizeLimit": "512K"}}, ["sizeLimit"]),
     "min-accuracy-above-one-string": ({"tests": {"minAccuracy": "1.5"}}, ["minAccuracy"]),
     "name-override-not-a-label-value": ({"nameOverride": "My Trainer!"}, ["nameOverride"]),
+    # Negative sizes and counts pass the CRD but fail every pod the operator creates.
+    "negative-quantity": ({"shm": {"sizeLimit": "-1Gi"}}, ["sizeLimit"]),
+    "negative-number-quantity": ({"resources": {"requests": {"cpu": -1}}}, ["cpu"]),
+    # Image references the kubelet cannot pull (InvalidImageName): a tag or digest in the wrong value.
+    "tag-in-repository": ({"image": {"repository": "registry.example.com/ml/trainer:0.1.0-cpu"}}, ["repository"]),
+    "digest-in-tag": ({"image": {"tag": "sha256:" + "0" * 64}}, ["tag"]),
+    "tag-in-tensorboard-repository": ({"tensorboard": {"image": {"repository": "tensorflow/tensorflow:2.16.1"}}},
+                                      ["repository"]),
     # One pod cluster-wide, or no writer: the job's pods could not all use the new claim.
     "read-write-once-pod-claim": ({"persistence": {"create": {"accessModes": ["ReadWriteOncePod"]}}}, ["accessModes"]),
 }
@@ -978,6 +1006,13 @@ def test_guards_accept_what_they_do_not_refuse(helm, tmp_path):
         {"persistence": {"mountPath": "/tmp/volume"}},
         {"labels": {"app.kubernetes.io/part-of": "vision"}},
         {"shm": {"sizeLimit": ".5Gi"}, "scratch": {"tmpSizeLimit": "512k"}},
+        # Equal requests and limits in other units, and a limit the shm fits below.
+        {"resources": {"requests": {"cpu": "1", "memory": "1536Mi"}, "limits": {"cpu": "1000m", "memory": "1.5Gi"}}},
+        {"resources": {"requests": {"memory": "4e9"}, "limits": {"memory": "4G"}}, "shm": {"sizeLimit": "3999M"}},
+        {"resources": {"requests": {"memory": "2Gi"}, "limits": None}, "shm": {"sizeLimit": "8Gi"}},  # no limit to fill
+        {"gpu": 1, "image": {"tag": "3f2a1bc-cuda", "repository": "localhost:5000/ml/trainer"}},
+        {"runPolicy": {"schedulingPolicy": {"minAvailable": 2}}},
+        {"persistence": {"enabled": False}},
     ]
     for values in accepted:
         docs = render_with(helm, values, tmp_path)

@@ -56,10 +56,15 @@ def test_generated_template_is_gated_by_crds_enabled():
     assert text.startswith("{{- if .Values.crds.enabled }}\n") and text.endswith("{{- end }}\n")
 
 
-def test_workload_chart_checks_quantities_as_the_crd_does():
-    """The pytorchjob-mnist schema refuses the quantities the API server would (`512K`), and only those."""
-    schema = json.loads((REPO / "charts" / "pytorchjob-mnist" / "values.schema.json").read_text())
-    assert schema["definitions"]["quantity"]["pattern"] == gen_crd.QUANTITY_PATTERN
+@pytest.mark.parametrize("chart", ["pytorchjob-mnist", "training-operator"])
+def test_charts_check_quantities_as_the_crd_does_less_negative_ones(chart):
+    """Both charts' schemas refuse the quantities the API server would (`512K`), and negative ones,
+    which the CRD admits but no pod's size or count may be."""
+    quantity = json.loads((REPO / "charts" / chart / "values.schema.json").read_text())["definitions"]["quantity"]
+    sign = "^(\\+|-)?"
+    assert gen_crd.QUANTITY_PATTERN.startswith(sign)
+    assert quantity["pattern"] == "^\\+?" + gen_crd.QUANTITY_PATTERN.removeprefix(sign)
+    assert quantity["minimum"] == 0, "a pattern does not apply to numbers"
 
 
 def test_crd_identity(crd):

@@ -29,6 +29,9 @@ Included once, from pytorchjob.yaml.
 {{- if and (eq .Values.image.variant "cpu") (gt $gpu 0) }}
 {{- fail (printf "gpu: %d needs a CUDA image but image.variant is cpu; set image.variant to cuda (or leave it empty)" $gpu) }}
 {{- end }}
+{{- if and (hasSuffix "-cpu" (default "" .Values.image.tag)) (gt $gpu 0) }}
+{{- fail (printf "gpu: %d needs a CUDA image but image.tag %s is a CPU build (make image VARIANT=cpu); set image.tag to its -cuda build (make image VARIANT=cuda)" $gpu .Values.image.tag) }}
+{{- end }}
 {{- if not .Values.torchrun.enabled }}
 {{- if gt $gpu 1 }}
 {{- fail (printf "gpu: %d without torchrun would use only one GPU per replica; set torchrun.enabled=true (one process per GPU), or gpu to 1" $gpu) }}
@@ -110,6 +113,31 @@ Fixed paths come first, so a collision always names a value that can move. */}}
 {{- fail (printf "%s %q is also the mount path of %s, and a container cannot mount two volumes at one path; set %s to another directory" $value $path . $value) }}
 {{- end }}
 {{- $_ := set $seen $path $value }}
+{{- end }}
+{{- /* Requests above limits make the API server refuse every pod: the job would stay Created. */}}
+{{- range $where, $resources := dict "resources" .Values.resources "tensorboard.resources" .Values.tensorboard.resources }}
+{{- $limits := default dict (index (default dict $resources) "limits") }}
+{{- range $resource, $request := default dict (index (default dict $resources) "requests") }}
+{{- if and (hasKey $limits $resource) (gt (float64 (include "pytorchjob-mnist.quantityNumber" $request)) (float64 (include "pytorchjob-mnist.quantityNumber" (get $limits $resource)))) }}
+{{- fail (printf "%s.requests.%s (%v) is more than %s.limits.%s (%v), which the API server refuses in every pod; lower the request or raise the limit" $where $resource $request $where $resource (get $limits $resource)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $memoryLimit := index (default dict (default dict .Values.resources).limits) "memory" }}
+{{- if and .Values.shm.enabled $memoryLimit (ge (float64 (include "pytorchjob-mnist.quantityNumber" .Values.shm.sizeLimit)) (float64 (include "pytorchjob-mnist.quantityNumber" $memoryLimit))) }}
+{{- fail (printf "shm.sizeLimit (%v) is not below resources.limits.memory (%v), and /dev/shm counts against that limit, so a full /dev/shm would leave the trainer no memory; raise resources.limits.memory or lower shm.sizeLimit" .Values.shm.sizeLimit $memoryLimit) }}
+{{- end }}
+{{- with .Values.runPolicy.schedulingPolicy.minAvailable }}
+{{- if gt (int .) (add1 $workers) }}
+{{- fail (printf "runPolicy.schedulingPolicy.minAvailable (%d) is more than the job's %d pods (1 Master + workers: %d), so the gang could never be scheduled; set minAvailable to at most %d, or raise workers" (int .) (add1 $workers) $workers (add1 $workers)) }}
+{{- end }}
+{{- end }}
+{{- if not .Values.persistence.enabled }}
+{{- range $value, $set := dict "persistence.existingClaim" .Values.persistence.existingClaim "persistence.hostPath.path" .Values.persistence.hostPath.path }}
+{{- if $set }}
+{{- fail (printf "%s is set but persistence.enabled=false, which mounts an emptyDir instead, so the model and checkpoints would be lost with the pods; set persistence.enabled=true to use it, or clear %s" $value $value) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- if and .Values.persistence.existingClaim .Values.persistence.hostPath.path }}
 {{- fail "persistence.existingClaim and persistence.hostPath.path are both set; pick one: the existing claim, or a hostPath volume the chart creates" }}
