@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from dataclasses import fields
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import torch
 
 from trainer import data as datasets
 from trainer.checkpoint import CheckpointStore
-from trainer.distributed import BACKENDS, DistContext, LaunchError, PeersUnreachable, init, shutdown
+from trainer.distributed import (BACKENDS, DistContext, LaunchError, PeersUnreachable, check_same_settings, init,
+                                 shutdown)
 from trainer.fileio import NotWritableError, atomic_write, ensure_writable_dir, remove_partial_writes
 from trainer.loop import (LR_SCHEDULES, IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer,
                           read_latest_checkpoint)
@@ -170,6 +171,18 @@ def train_config(args: argparse.Namespace, precision: str) -> TrainConfig:
     return TrainConfig(**{name: getattr(args, name) for name in names}, precision=precision)
 
 
+def shared_settings(args: argparse.Namespace, config: TrainConfig) -> dict[str, object]:
+    """What every rank must agree on, by flag: what shapes training, and what decides the
+    collectives a rank takes. Only rank 0 writes, so the directories' paths may differ."""
+    settings = {f"--{name.replace('_', '-')}": value for name, value in asdict(config).items()}
+    settings["--precision"] = f"{config.precision} (as resolved)"
+    return settings | {
+        "--dataset": args.dataset, "--fallback-dataset": args.fallback_dataset,
+        "--limit-train": args.limit_train, "--limit-test": args.limit_test,
+        "--checkpoint-dir": "given" if args.checkpoint_dir else "not given",
+    }
+
+
 def load_data(args: argparse.Namespace, ctx: DistContext, reporter: Reporter,
               resumed_dataset: str | None = None) -> datasets.Dataset:
     """Download in turns, then load everywhere.
@@ -241,6 +254,8 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
     reporter.info(f"Using distributed PyTorch with {ctx.backend} backend")
     reporter.info(f"World Size: {ctx.world_size}. Rank: {ctx.rank}. Device: {ctx.device}. Threads: {threads}. "
                   f"Precision: {precision}")
+    config = train_config(args, precision)
+    check_same_settings(ctx, shared_settings(args, config))
     store = CheckpointStore(args.checkpoint_dir, args.keep_checkpoints) if args.checkpoint_dir else None
     latest = read_latest_checkpoint(store, ctx)
     _, resumed = latest
@@ -259,7 +274,7 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
     )
     torch.manual_seed(args.seed)  # identical initial weights on every rank
     net = Net().to(ctx.device, memory_format=MEMORY_FORMAT)
-    trainer = Trainer(net, data, ctx, train_config(args, precision), reporter, store)
+    trainer = Trainer(net, data, ctx, config, reporter, store)
     trainer.resume(latest)
     result = trainer.fit()
     progress = trainer.progress

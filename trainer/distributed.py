@@ -68,6 +68,14 @@ class DistContext:
             dist.all_reduce(value, op=dist.ReduceOp.MIN, group=group)
         return bool(value.item())
 
+    def gather(self, obj: object) -> list:
+        """Every rank's `obj` on every rank, in rank order (pickled; for small objects)."""
+        if not self.distributed:
+            return [obj]
+        gathered = [None] * self.world_size
+        dist.all_gather_object(gathered, obj)
+        return gathered
+
     def broadcast_from_main(self, obj: object) -> object:
         """Rank 0's `obj` on every rank (pickled; used for small state such as checkpoints)."""
         if not self.distributed:
@@ -235,6 +243,28 @@ def check_group_matches(launch: LaunchEnv, group_rank: int, group_size: int) -> 
             f"the process group made this rank {group_rank} of {group_size}, but RANK={launch.rank} "
             f"and WORLD_SIZE={launch.world_size}. With --backend mpi, start every process with mpirun "
             "and set RANK and WORLD_SIZE to the ranks it assigns, or use --backend gloo (or auto)."
+        )
+
+
+def check_same_settings(ctx: DistContext, settings: dict[str, object]) -> None:
+    """Refuse, on every rank alike, a job whose ranks were started with different `settings`.
+
+    A PyTorchJob's Master and Workers have pod templates of their own. Ranks that differ in what
+    shapes training drift apart silently (DDP never re-syncs parameters), and ranks that differ in
+    which collectives they take (a checkpoint directory, the log interval) hang until --pg-timeout.
+    """
+    gathered = ctx.gather(settings)
+    differences = [
+        f"{name} is {gathered[0].get(name)} on rank 0 but {theirs.get(name)} on rank {rank}"
+        for name in settings
+        for rank, theirs in enumerate(gathered)
+        if theirs.get(name) != gathered[0].get(name)
+    ]
+    if differences:
+        raise LaunchError(
+            f"the ranks were started with different settings: {'; '.join(differences)}. Every process of the "
+            "job must get the same trainer flags (the chart gives the Master and the Workers the same ones): "
+            "start them alike."
         )
 
 

@@ -138,13 +138,16 @@ def run_trainer(args: list[str], cwd: Path, timeout: float = 300, **env: str) ->
     )
 
 
-def start_pods(args: list[str], cwd: Path, world_size: int, port: int) -> list[subprocess.Popen]:
-    """One process per 'pod' with the operator's env contract (RANK = replica index)."""
+def start_pods(args: list[str], cwd: Path, world_size: int, port: int,
+               more_args: dict[int, list[str]] | None = None) -> list[subprocess.Popen]:
+    """One process per 'pod' with the operator's env contract (RANK = replica index); `more_args`
+    adds flags for some ranks only."""
     procs = []
     for rank in range(world_size):
         log = open(cwd / f"rank{rank}.log", "ab")
         procs.append(spawn(
-            [sys.executable, "-m", "trainer", *args], cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+            [sys.executable, "-m", "trainer", *args, *(more_args or {}).get(rank, [])], cwd=cwd, stdout=log,
+            stderr=subprocess.STDOUT,
             env=trainer_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world_size),
                             RANK=str(rank), PYTHONUNBUFFERED="1"),
         ))

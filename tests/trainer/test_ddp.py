@@ -73,6 +73,23 @@ def test_two_pods_with_the_operator_contract(tmp_path):
     assert "Train Epoch" not in (tmp_path / "rank1.log").read_text()
 
 
+@pytest.mark.parametrize("worker_flags, difference", [
+    # Silently wrong: each rank would shard its own permutation and the weights drift apart.
+    (["--seed", "2", "--lr", "0.1"], "--lr is 0.05 on rank 0 but 0.1 on rank 1; --seed is 1 on rank 0 but 2 on rank 1"),
+    # A hang until --pg-timeout: only the ranks with a checkpoint directory take its collectives.
+    (["--checkpoint-dir", "checkpoints"], "--checkpoint-dir is not given on rank 0 but given on rank 1"),
+], ids=["training", "collectives"])
+def test_pods_started_with_different_flags_are_refused_on_every_rank(tmp_path, worker_flags, difference):
+    started = time.monotonic()
+    pods = start_pods([*SMALL, "--dir", ""], tmp_path, world_size=2, port=free_port(), more_args={1: worker_flags})
+    codes = wait_all(pods)
+    logs = [(tmp_path / f"rank{rank}.log").read_text() for rank in (0, 1)]
+    assert codes == [1, 1], logs
+    for log in logs:
+        assert f"error: the ranks were started with different settings: {difference}. Every process" in log, log
+    assert time.monotonic() - started < 60, "refused before any collective could wait for --pg-timeout"
+
+
 def test_two_pods_fall_back_together_when_the_dataset_cannot_be_downloaded(tmp_path):
     """The ranks agree on the fallback: one that went its own way would end the other's collectives."""
     args = ["--dataset", "mnist", "--data-dir", "empty", "--fallback-dataset", "digits", "--epochs", "1",
