@@ -17,6 +17,10 @@ _NAME = re.compile(r"^checkpoint-(\d+)\.pt$")
 Checkpoint = tuple[Path, dict] | tuple[None, None]
 
 
+class IncompatibleCheckpoint(RuntimeError):
+    """The newest checkpoint belongs to another run or another trainer version; restarts cannot fix it."""
+
+
 @dataclass
 class Progress:
     """Where training stands; all of it goes into checkpoints."""
@@ -90,6 +94,14 @@ class CheckpointStore:
             except Exception as error:  # noqa: BLE001 - any undecodable file is set aside alike
                 self._set_aside(path, f"unreadable ({error})")
                 continue
+            written_in = state.get("format") if isinstance(state, dict) else None
+            if isinstance(written_in, int) and written_in > FORMAT_VERSION:
+                # Kept in place, unlike an unreadable file: the image that wrote it can resume from it.
+                raise IncompatibleCheckpoint(
+                    f"{path} is a format-{written_in} checkpoint, from a newer trainer than this one (format "
+                    f"{FORMAT_VERSION}). Run the image that wrote it, or point --checkpoint-dir at another "
+                    "directory to start a new run."
+                )
             missing = REQUIRED_KEYS - set(state) if isinstance(state, dict) else REQUIRED_KEYS
             if missing or state.get("format") != FORMAT_VERSION:
                 self._set_aside(path, f"not a format-{FORMAT_VERSION} trainer checkpoint "

@@ -11,12 +11,11 @@ from pathlib import Path
 import torch
 
 from trainer import data as datasets
-from trainer.checkpoint import CheckpointStore
+from trainer.checkpoint import CheckpointStore, IncompatibleCheckpoint
 from trainer.distributed import (BACKENDS, DistContext, LaunchError, PeersUnreachable, check_same_settings, init,
                                  shutdown)
 from trainer.fileio import NotWritableError, atomic_write, ensure_writable_dir, remove_partial_writes
-from trainer.loop import (LR_SCHEDULES, IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer,
-                          read_latest_checkpoint)
+from trainer.loop import LR_SCHEDULES, NonFiniteLoss, TrainConfig, Trainer, read_latest_checkpoint
 from trainer.metrics import Reporter, write_metrics_json
 from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net, fold_input_normalization
 from trainer.runtime import PRECISIONS, configure_device, configure_threads, missing_compiler, resolve_precision

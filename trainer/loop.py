@@ -13,7 +13,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from trainer import sigterm
-from trainer.checkpoint import PROGRESS_KEYS, Checkpoint, CheckpointStore, Progress
+from trainer.checkpoint import PROGRESS_KEYS, Checkpoint, CheckpointStore, IncompatibleCheckpoint, Progress
 from trainer.data import Dataset, epoch_shard, eval_shard
 from trainer.distributed import DistContext
 from trainer.metrics import Reporter
@@ -25,10 +25,6 @@ ONECYCLE_WARMUP = 0.15  # fraction of all steps spent warming up from lr/10
 
 class NonFiniteLoss(RuntimeError):
     pass
-
-
-class IncompatibleCheckpoint(RuntimeError):
-    """The newest checkpoint belongs to a run with other data or optimizer settings."""
 
 
 @dataclass(frozen=True)
@@ -209,8 +205,14 @@ class Trainer:
                 "more to continue that run, or point --checkpoint-dir at "
                 "another directory to start a new one."
             )
-        self.net.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        try:
+            self.net.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as error:
+            raise IncompatibleCheckpoint(
+                f"{path} does not fit this trainer's model or optimizer ({str(error).strip().splitlines()[0]}). "
+                "Run the image that wrote it, or point --checkpoint-dir at another directory to start a new run."
+            ) from error
         torch.set_rng_state(state["rng"]["torch"])
         self.progress = progress
         if state["world_size"] != self.ctx.world_size:

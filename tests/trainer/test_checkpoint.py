@@ -6,7 +6,7 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from trainer.checkpoint import REQUIRED_KEYS, CheckpointStore, Progress
+from trainer.checkpoint import FORMAT_VERSION, REQUIRED_KEYS, CheckpointStore, IncompatibleCheckpoint, Progress
 from trainer.fileio import atomic_write
 
 
@@ -122,6 +122,18 @@ def test_checkpoint_missing_a_key_is_skipped_not_a_crash(tmp_path, key):
     with pytest.warns(UserWarning, match=f"missing {key}"):
         path, _ = store.load_latest()
     assert path.name == "checkpoint-000000001.pt"
+
+
+def test_a_checkpoint_from_a_newer_trainer_is_refused_and_kept(tmp_path):
+    """An image rolled back, or pods on mixed images: skipping it would silently retrain from an older one."""
+    store = CheckpointStore(tmp_path, keep=3)
+    store.save(_state(1), 1)
+    newer = tmp_path / "checkpoint-000000002.pt"
+    torch.save({**_state(2), "format": FORMAT_VERSION + 1}, newer)
+    with pytest.raises(IncompatibleCheckpoint, match=f"{newer} is a format-{FORMAT_VERSION + 1} checkpoint, from a "
+                                                     "newer trainer .* Run the image that wrote it"):
+        store.load_latest()
+    assert newer.exists(), "kept for the image that can resume from it"
 
 
 def test_format_1_checkpoint_resumes_at_the_samples_it_had_consumed(tmp_path):

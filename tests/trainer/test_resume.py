@@ -9,11 +9,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from trainer.checkpoint import CheckpointStore
+from trainer.checkpoint import CheckpointStore, IncompatibleCheckpoint
 from trainer.data import Dataset
 from trainer.distributed import DistContext
 from trainer import loop, sigterm
-from trainer.loop import IncompatibleCheckpoint, NonFiniteLoss, TrainConfig, Trainer, evaluate, read_latest_checkpoint
+from trainer.loop import NonFiniteLoss, TrainConfig, Trainer, evaluate, read_latest_checkpoint
 from trainer.metrics import Reporter
 from trainer.model import Net
 
@@ -124,6 +124,20 @@ def test_resume_refuses_fewer_epochs_than_the_checkpoint_trained(tmp_path, epoch
         assert reader.fit() == evaluate(reader.net, reader.data, ctx, CONFIG.test_batch_size)
         reader.data = reader.data.limited(None, 4)
         assert reader.fit().count == 4
+
+
+def test_a_checkpoint_that_does_not_fit_the_model_is_refused_as_permanent(tmp_path):
+    """Every restart would fail the same way: an IncompatibleCheckpoint (exit 1), not a retried crash."""
+    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    store = CheckpointStore(tmp_path, keep=3)
+    writer = Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(False, None), store)
+    writer._checkpoint()
+    path, state = store.load_latest()
+    state["model"]["fc1.weight"] = torch.zeros(400, 800)
+    reader = Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(False, None), store)
+    with pytest.raises(IncompatibleCheckpoint, match=f"{path} does not fit this trainer's model or optimizer "
+                                                     r"\(Error\(s\) in loading state_dict for Net"):
+        reader.resume((path, state))
 
 
 @pytest.mark.parametrize("schedule, advice", [
