@@ -14,7 +14,7 @@ from trainer import data as datasets
 from trainer.checkpoint import CheckpointStore, IncompatibleCheckpoint
 from trainer.distributed import (BACKENDS, DistContext, LaunchError, PeersUnreachable, check_same_settings, init,
                                  shutdown)
-from trainer.fileio import NotWritableError, atomic_write, ensure_writable_dir, remove_partial_writes
+from trainer.fileio import NotWritableError, StorageFull, atomic_write, ensure_writable_dir, remove_partial_writes
 from trainer.loop import LR_SCHEDULES, NonFiniteLoss, TrainConfig, Trainer, read_latest_checkpoint
 from trainer.metrics import Reporter, write_metrics_json
 from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net, fold_input_normalization
@@ -25,7 +25,8 @@ MODEL_FILE = "mnist_cnn.pt"
 METRICS_FILE = "metrics.json"
 # Exit codes for the training-operator's `restartPolicy: ExitCode`, which fails the job on 1-127 and
 # recreates the pod on 128-255. Bad settings, a missing dataset and divergence fail the same way on
-# every restart; anything else (a lost peer above all: gloo and NCCL raise plain RuntimeErrors) may not.
+# every restart, and so does a full volume; anything else (a lost peer above all: gloo and NCCL raise plain
+# RuntimeErrors) may not.
 EXIT_PERMANENT = 1
 EXIT_RETRYABLE = 128
 
@@ -322,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     exit_on_sigterm()
     try:
         run(args)
-    except (LaunchError, datasets.DatasetUnavailable, NonFiniteLoss, IncompatibleCheckpoint, PeersUnreachable) as error:
+    except (LaunchError, datasets.DatasetUnavailable, NonFiniteLoss, IncompatibleCheckpoint, StorageFull,
+            PeersUnreachable) as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return EXIT_RETRYABLE if isinstance(error, PeersUnreachable) else EXIT_PERMANENT
     except Exception:

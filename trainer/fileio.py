@@ -1,6 +1,7 @@
 """Atomic file writes: readers see the old file or the new one, never a partial one."""
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -35,11 +36,23 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, path)
-    except BaseException:
+    except BaseException as error:
         Path(tmp_name).unlink(missing_ok=True)
+        if full := _storage_full(error):
+            raise StorageFull(f"no space left on the volume of {path.parent} to write {path.name} ({full.strerror}). "
+                              "Free space there or give the volume more, then restart the job.") from error
         raise
     _fsync_directory(path.parent)
     return path
+
+
+def _storage_full(error: BaseException | None) -> OSError | None:
+    """The out-of-space error behind `error`, if any: torch.save wraps it in a RuntimeError."""
+    while error is not None:
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return error
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def _umask() -> int:
@@ -85,3 +98,7 @@ def ensure_writable_dir(path: str | Path, flag: str, fix: str = "") -> Path:
 
 class NotWritableError(OSError):
     pass
+
+
+class StorageFull(OSError):
+    """A write found its volume full; a restart on the same volume fails the same way."""

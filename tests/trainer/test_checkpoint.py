@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from trainer.checkpoint import FORMAT_VERSION, REQUIRED_KEYS, CheckpointStore, IncompatibleCheckpoint, Progress
-from trainer.fileio import atomic_write
+from trainer.fileio import StorageFull, atomic_write
 
 
 def _state(step):
@@ -151,6 +151,19 @@ def test_format_1_checkpoint_resumes_at_the_samples_it_had_consumed(tmp_path):
 
 def test_no_checkpoints_means_a_fresh_start(tmp_path):
     assert CheckpointStore(tmp_path / "empty", keep=1).load_latest() == (None, None)
+
+
+def test_a_full_device_is_reported_as_such_and_leaves_no_temp(tmp_path):
+    """torch.save turns the kernel's ENOSPC (/dev/full's, a real one) into a RuntimeError."""
+    target = tmp_path / "checkpoint-000000001.pt"
+
+    def save_to_a_full_device(handle):
+        with open("/dev/full", "wb") as full:
+            torch.save(_state(1), full)
+
+    with pytest.raises(StorageFull, match=f"no space left on the volume of {tmp_path} to write {target.name}"):
+        atomic_write(target, save_to_a_full_device)
+    assert not list(tmp_path.iterdir())
 
 
 def test_failed_write_leaves_the_old_file_and_no_temp(tmp_path):

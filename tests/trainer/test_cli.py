@@ -241,6 +241,28 @@ def test_a_launch_a_restart_cannot_fix_exits_1(tmp_path):
     assert "Add a Master, or start the trainer with torchrun" in result.stderr
 
 
+@pytest.fixture
+def tiny_volume(tmp_path):
+    """A real 1 MiB filesystem, too small for one checkpoint (about 3.5 MB)."""
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(volume)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a tmpfs needs root with CAP_SYS_ADMIN: {mounted.stderr.strip()}")
+    yield volume
+    subprocess.run(["umount", str(volume)], check=True)
+
+
+def test_a_full_checkpoint_volume_fails_the_job_for_good(tmp_path, tiny_volume):
+    """Every restart would retrain to the same checkpoint and fail there again: exit 1, not 128."""
+    result = run_trainer([*QUICK, "--dir", "", "--checkpoint-dir", str(tiny_volume)], cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: no space left on the volume of {tiny_volume} to write checkpoint-000000004.pt (No space left on "
+        "device). Free space there or give the volume more, then restart the job."), "the epoch end's, step 4"
+    assert not list(tiny_volume.iterdir()), "the partial write is removed"
+
+
 def test_an_unreachable_master_is_named_in_one_line_and_retried(tmp_path):
     """No Master listens (a wrong MASTER_ADDR/PORT, or its pod not started): exit 128, which
     restartPolicy ExitCode retries, with the address in the last line rather than a C++ traceback."""
