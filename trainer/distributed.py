@@ -131,11 +131,11 @@ def read_launch_env(env: dict[str, str] | None = None) -> LaunchEnv:
             f"WORLD_SIZE={world_size} but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set; the "
             "training-operator sets both, or use torchrun for local multi-process runs."
         )
-    master_port = _int_var(env, "MASTER_PORT", default=0, minimum=1)
+    master_port = _int_var(env, "MASTER_PORT", default=0, minimum=1, maximum=65535)
     return LaunchEnv(rank, world_size, local_rank, local_world_size, env["MASTER_ADDR"], master_port)
 
 
-def _int_var(env: dict[str, str], name: str, default: int, minimum: int) -> int:
+def _int_var(env: dict[str, str], name: str, default: int, minimum: int, maximum: int | None = None) -> int:
     raw = env.get(name, "")
     if raw == "":
         return default
@@ -145,6 +145,8 @@ def _int_var(env: dict[str, str], name: str, default: int, minimum: int) -> int:
         raise LaunchError(f"{name}={raw!r} is not an integer. {_SET_BY_LAUNCHER}") from None
     if value < minimum:
         raise LaunchError(f"{name}={value} must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise LaunchError(f"{name}={value} must be at most {maximum}")
     return value
 
 

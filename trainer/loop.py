@@ -215,7 +215,7 @@ class Trainer:
             ) from error
         torch.set_rng_state(state["rng"]["torch"])
         self.progress = progress
-        if state["world_size"] != self.ctx.world_size:
+        if state["world_size"] != self.ctx.world_size and progress.epoch <= self.config.epochs:
             self.reporter.info(
                 f"warning: {path} was written with world size {state['world_size']}, now "
                 f"{self.ctx.world_size}; the rest of epoch {progress.epoch} is resharded over "
@@ -286,8 +286,8 @@ class Trainer:
         p, config, ctx = self.progress, self.config, self.ctx
         images, labels = self.data.train_images, self.data.train_labels
         shard = epoch_shard(len(labels), config.seed, p.epoch, ctx.rank, ctx.world_size, start=p.consumed)
-        # Empty when a step checkpoint fell on the epoch's last batch and the job stopped before
-        # the epoch's end; split would still yield one empty batch, whose loss is NaN.
+        # Empty when a run resumed mid-epoch on more ranks finds fewer samples left than ranks;
+        # split would still yield one empty batch, whose loss is NaN.
         batches = shard.to(ctx.device).split(config.batch_size) if len(shard) else ()
         # Batches of this epoch run before a resume (exact unless the world size changed), so
         # progress lines and log intervals continue where they were.

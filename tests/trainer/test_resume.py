@@ -157,6 +157,19 @@ def test_resuming_a_finished_run_says_how_to_train_longer(tmp_path, capsys, sche
     assert f"finished its 1 epoch (accuracy 0.5000 then), so nothing is left to train; {advice}" in capsys.readouterr().out
 
 
+def test_resuming_a_finished_run_on_other_ranks_does_not_warn_of_resharding(tmp_path, capsys):
+    """Nothing is left to reshard: the run only writes its outputs again."""
+    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    store = CheckpointStore(tmp_path, keep=3)
+    writer = Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(False, None), store)
+    writer.progress.epoch, writer.progress.history = 2, [{"epoch": 1, "accuracy": 0.5, "val_loss": 1.0}]
+    writer._checkpoint()
+    path, state = store.load_latest()
+    Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(True, None), store).resume((path, {**state, "world_size": 2}))
+    out = capsys.readouterr().out
+    assert "nothing is left to train" in out and "resharded" not in out
+
+
 @pytest.mark.parametrize("written_in, warned", [("bf16", True), ("fp32", False), (None, False)])
 def test_resuming_in_another_precision_warns(tmp_path, capsys, written_in, warned):
     """Allowed, as another world size is: auto on a GPU resolves by the node a restarted pod lands on."""
