@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -156,8 +157,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.save_model and not args.output_dir:
         outputs.append((Path.cwd(), f"--save-model writes {MODEL_FILE} to the current directory, but",
                         "Pass --output-dir with a writable directory."))
+    # Rank 0 alone writes them; the other ranks' need not exist (workers may have no shared volume).
+    writer = os.environ.get("RANK", "0") in ("", "0")
     for path, flag, fix in outputs:
-        if path:
+        if path and writer:
             try:
                 ensure_writable_dir(path, flag, fix)
             except NotWritableError as error:

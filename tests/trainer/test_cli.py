@@ -71,6 +71,15 @@ def test_unwritable_directories_fail_before_training(tmp_path, flag, named, caps
     assert f"{named} {blocker / 'sub'} is not writable" in capsys.readouterr().err
 
 
+def test_only_rank_0_which_writes_them_needs_writable_directories(tmp_path, monkeypatch):
+    """A worker without the shared volume must not exit 2 and leave rank 0 waiting in the rendezvous."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("RANK", "1")
+    args = parse_args(["--checkpoint-dir", str(blocker / "sub"), "--output-dir", str(blocker / "out")])
+    assert args.checkpoint_dir == str(blocker / "sub")
+
+
 def test_save_model_into_an_unwritable_current_directory_fails_before_training(tmp_path, monkeypatch, capsys):
     """Without --output-dir the seed's --save-model writes to the working directory. sysfs takes
     no new files, even from root (who may write into any mode-0555 directory)."""
