@@ -22,6 +22,7 @@ from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net, fold_input_
 from trainer.runtime import PRECISIONS, configure_device, configure_threads, missing_compiler, resolve_precision
 from trainer.sigterm import exit_on_sigterm
 
+DEFAULTS = TrainConfig()  # the seed script's, for the flags it had
 MODEL_FILE = "mnist_cnn.pt"
 METRICS_FILE = "metrics.json"
 # Exit codes for the training-operator's `restartPolicy: ExitCode`, which fails the job on 1-127 and
@@ -65,20 +66,20 @@ def build_parser() -> argparse.ArgumentParser:
         description="DDP training of the Kubeflow MNIST/FashionMNIST CNN (PyTorchJob-ready).",
     )
     seed = p.add_argument_group("flags of the Kubeflow example script (same meaning and defaults)")
-    seed.add_argument("--batch-size", type=_positive_int, default=64, metavar="N",
-                      help="training batch size per process (default: 64)")
-    seed.add_argument("--test-batch-size", type=_positive_int, default=1000, metavar="N",
-                      help="evaluation batch size (default: 1000)")
-    seed.add_argument("--epochs", type=_positive_int, default=1, metavar="N",
-                      help="number of epochs to train (default: 1)")
-    seed.add_argument("--lr", type=_positive_float, default=0.01, metavar="LR",
-                      help="learning rate (default: 0.01)")
-    seed.add_argument("--momentum", type=_fraction, default=0.5, metavar="M",
-                      help="SGD momentum (default: 0.5)")
+    seed.add_argument("--batch-size", type=_positive_int, default=DEFAULTS.batch_size, metavar="N",
+                      help="training batch size per process (default: %(default)s)")
+    seed.add_argument("--test-batch-size", type=_positive_int, default=DEFAULTS.test_batch_size, metavar="N",
+                      help="evaluation batch size (default: %(default)s)")
+    seed.add_argument("--epochs", type=_positive_int, default=DEFAULTS.epochs, metavar="N",
+                      help="number of epochs to train (default: %(default)s)")
+    seed.add_argument("--lr", type=_positive_float, default=DEFAULTS.lr, metavar="LR",
+                      help="learning rate (default: %(default)s)")
+    seed.add_argument("--momentum", type=_fraction, default=DEFAULTS.momentum, metavar="M",
+                      help="SGD momentum (default: %(default)s)")
     seed.add_argument("--no-cuda", action="store_true", help="train on the CPU even if a GPU is present")
-    seed.add_argument("--seed", type=_seed, default=1, metavar="S", help="random seed (default: 1)")
-    seed.add_argument("--log-interval", type=_positive_int, default=10, metavar="N",
-                      help="batches between progress lines (default: 10)")
+    seed.add_argument("--seed", type=_seed, default=DEFAULTS.seed, metavar="S", help="random seed (default: %(default)s)")
+    seed.add_argument("--log-interval", type=_positive_int, default=DEFAULTS.log_interval, metavar="N",
+                      help="batches between progress lines (default: %(default)s)")
     seed.add_argument("--save-model", action="store_true",
                       help=f"save the model as {MODEL_FILE} (in --output-dir, else the current directory)")
     seed.add_argument("--dir", "--log-dir", dest="log_dir", default="logs", metavar="DIR",
@@ -110,18 +111,19 @@ def build_parser() -> argparse.ArgumentParser:
                           "earlier run's in the same --output-dir (default: none)")
     out.add_argument("--checkpoint-dir", default=None, metavar="DIR",
                      help="write checkpoints here and resume from the newest valid one on start")
-    out.add_argument("--checkpoint-every", type=_non_negative_int, default=500, metavar="STEPS",
-                     help="steps between checkpoints; each epoch end is one too; 0 for epoch ends only (default: 500)")
+    out.add_argument("--checkpoint-every", type=_non_negative_int, default=DEFAULTS.checkpoint_every, metavar="STEPS",
+                     help="steps between checkpoints; each epoch end is one too; 0 for epoch ends only (default: %(default)s)")
     out.add_argument("--keep-checkpoints", type=_positive_int, default=3, metavar="K",
                      help="how many recent checkpoints to keep (default: 3)")
 
     opt = p.add_argument_group("optimization and speed")
-    opt.add_argument("--lr-schedule", choices=LR_SCHEDULES, default="constant",
+    opt.add_argument("--lr-schedule", choices=LR_SCHEDULES, default=DEFAULTS.lr_schedule,
                      help="constant (the seed's) or onecycle: warm up, then decay linearly to 0")
     opt.add_argument("--nesterov", action="store_true", help="Nesterov momentum (needs --momentum > 0)")
-    opt.add_argument("--weight-decay", type=_non_negative_float, default=0.0, metavar="WD", help="L2 weight decay (default: 0)")
-    opt.add_argument("--label-smoothing", type=_fraction, default=0.0, metavar="EPS",
-                     help="label smoothing for the training loss (default: 0)")
+    opt.add_argument("--weight-decay", type=_non_negative_float, default=DEFAULTS.weight_decay, metavar="WD",
+                     help="L2 weight decay (default: %(default)s)")
+    opt.add_argument("--label-smoothing", type=_fraction, default=DEFAULTS.label_smoothing, metavar="EPS",
+                     help="label smoothing for the training loss (default: %(default)s)")
     opt.add_argument("--compile", action="store_true",
                      help="torch.compile the model (needs a compiler in the image: g++ on CPU, gcc or clang on GPU; "
                           "pays off on long GPU runs)")

@@ -40,7 +40,7 @@ class TrainConfig:
     label_smoothing: float = 0.0
     seed: int = 1
     log_interval: int = 10
-    checkpoint_every: int = 0  # steps; 0 checkpoints at epoch ends only
+    checkpoint_every: int = 500  # steps; 0 checkpoints at epoch ends only
     compile: bool = False
     precision: str = "fp32"  # or bf16 (autocast); runtime.resolve_precision turns --precision into one
 

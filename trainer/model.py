@@ -42,7 +42,3 @@ def fold_input_normalization(state: dict[str, torch.Tensor], mean: float, std: f
     """
     weight, bias = state["conv1.weight"], state["conv1.bias"]
     return {**state, "conv1.weight": weight / std, "conv1.bias": bias - (mean / std) * weight.sum(dim=(1, 2, 3))}
-
-
-def parameter_count(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
