@@ -56,6 +56,9 @@ _fraction = _checked(float, lambda v: 0 <= v < 1, "in [0, 1)")
 # torch seeds are 64-bit and each epoch adds its number; C++ timeouts overflow far beyond 30 days.
 SEED_RANGE = (-(2**63), 2**63 - 1)
 MAX_TIMEOUT_SECONDS = 30 * 24 * 3600
+# OpenMP aborts the process (exit 139, retried) when asked for far more threads than any node has.
+MAX_THREADS = 1024
+_threads = _checked(int, lambda v: 0 <= v <= MAX_THREADS, f"from 0 to {MAX_THREADS}")
 _seed = _checked(int, lambda v: SEED_RANGE[0] <= v <= SEED_RANGE[1], "an integer from {} to {}".format(*SEED_RANGE))
 _timeout = _checked(float, lambda v: 0 < v <= MAX_TIMEOUT_SECONDS, f"a positive number of seconds up to {MAX_TIMEOUT_SECONDS}")
 
@@ -132,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "fp32); it needs a GPU with bf16 hardware (Ampere on) or an x86 CPU with AVX512_BF16. "
                           "auto takes bf16 on such GPUs and fp32 on CPUs, so a job's numbers do not depend on "
                           "which CPU node its pods land on (default: auto)")
-    opt.add_argument("--threads", type=_non_negative_int, default=0, metavar="N",
+    opt.add_argument("--threads", type=_threads, default=0, metavar="N",
                      help="CPU threads per process; 0 = OMP_NUM_THREADS, else the cgroup CPU quota (or "
                           "without one TRAINER_CPU_REQUEST_MILLICORES) divided by local processes. torchrun "
                           "sets OMP_NUM_THREADS=1 for several processes per node, so there a 1 is ignored: "
