@@ -6,7 +6,7 @@ import argparse
 import math
 import os
 import sys
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 
 import torch
@@ -179,11 +179,11 @@ def train_config(args: argparse.Namespace, precision: str) -> TrainConfig:
     return TrainConfig(**{name: getattr(args, name) for name in names}, precision=precision)
 
 
-def shared_settings(args: argparse.Namespace, config: TrainConfig) -> dict[str, object]:
+def shared_settings(args: argparse.Namespace) -> dict[str, object]:
     """What every rank must agree on, by flag: what shapes training, and what decides the
-    collectives a rank takes. Only rank 0 writes, so the directories' paths may differ."""
-    settings = {f"--{name.replace('_', '-')}": value for name, value in asdict(config).items()}
-    settings["--precision"] = f"{config.precision} (as resolved)"
+    collectives a rank takes. Only rank 0 writes, so the directories' paths may differ; --precision
+    as given, since auto may resolve by each node's GPU."""
+    settings = {f"--{f.name.replace('_', '-')}": getattr(args, f.name) for f in fields(TrainConfig)}
     return settings | {
         "--dataset": args.dataset, "--fallback-dataset": args.fallback_dataset,
         "--limit-train": args.limit_train, "--limit-test": args.limit_test,
@@ -252,6 +252,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> dict:
+    check_same_settings(ctx, shared_settings(args))  # first: a rank that stops here stops them all
     if args.compile and (lacking := missing_compiler(ctx.device)):
         raise LaunchError(
             f"--compile needs {lacking}, and none is on PATH. The trainer images ship no compiler: "
@@ -262,8 +263,6 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
     reporter.info(f"Using distributed PyTorch with {ctx.backend} backend")
     reporter.info(f"World Size: {ctx.world_size}. Rank: {ctx.rank}. Device: {ctx.device}. Threads: {threads}. "
                   f"Precision: {precision}")
-    config = train_config(args, precision)
-    check_same_settings(ctx, shared_settings(args, config))
     store = CheckpointStore(args.checkpoint_dir, args.keep_checkpoints) if args.checkpoint_dir else None
     latest = read_latest_checkpoint(store, ctx)
     _, resumed = latest
@@ -282,7 +281,7 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
     )
     torch.manual_seed(args.seed)  # identical initial weights on every rank
     net = Net().to(ctx.device, memory_format=MEMORY_FORMAT)
-    trainer = Trainer(net, data, ctx, config, reporter, store)
+    trainer = Trainer(net, data, ctx, train_config(args, precision), reporter, store)
     trainer.resume(latest)
     result = trainer.fit()
     progress = trainer.progress

@@ -22,6 +22,16 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
     copy, which is not atomic.
     """
     path = Path(path)
+    try:
+        return _write_then_rename(path, write)
+    except BaseException as error:
+        if full := _storage_full(error):
+            raise StorageFull(f"no space left on the volume of {path.parent} to write {path.name} ({full.strerror}). "
+                              "Free space there or give the volume more, then restart the job.") from error
+        raise
+
+
+def _write_then_rename(path: Path, write: Callable[[BinaryIO], None]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path.name), suffix=_TEMP_SUFFIX, dir=path.parent)
     try:
@@ -36,11 +46,8 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, path)
-    except BaseException as error:
+    except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
-        if full := _storage_full(error):
-            raise StorageFull(f"no space left on the volume of {path.parent} to write {path.name} ({full.strerror}). "
-                              "Free space there or give the volume more, then restart the job.") from error
         raise
     _fsync_directory(path.parent)
     return path

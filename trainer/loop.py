@@ -66,11 +66,17 @@ def read_latest_checkpoint(store: CheckpointStore | None, ctx: DistContext) -> C
     shared volume; (None, None) when there is none."""
     if store is None:
         return None, None
-    latest = None, None
+    latest, refusal = (None, None), None
     if ctx.is_main:
         store.remove_partial_writes()  # rank 0 writes every checkpoint, and none is under way
-        latest = store.load_latest()
-    return ctx.broadcast_from_main(latest)
+        try:
+            latest = store.load_latest()
+        except IncompatibleCheckpoint as error:
+            refusal = str(error)  # sent on, so that every rank stops with the reason, not a lost peer
+    latest, refusal = ctx.broadcast_from_main((latest, refusal))
+    if refusal:
+        raise IncompatibleCheckpoint(refusal)
+    return latest
 
 
 def _epochs(count: int) -> str:

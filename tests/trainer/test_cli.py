@@ -17,7 +17,7 @@ import torch
 from tests.support.procs import children, free_port, run_trainer, trainer_env
 from trainer import data as datasets
 from trainer.benchmark import write_idx_dataset
-from trainer.cli import build_parser, load_data, parse_args
+from trainer.cli import build_parser, load_data, parse_args, shared_settings
 from trainer.model import Net
 from trainer.runtime import native_bf16
 
@@ -79,6 +79,13 @@ def test_only_rank_0_which_writes_them_needs_writable_directories(tmp_path, monk
     monkeypatch.setenv("RANK", "1")
     args = parse_args(["--checkpoint-dir", str(blocker / "sub"), "--output-dir", str(blocker / "out")])
     assert args.checkpoint_dir == str(blocker / "sub")
+
+
+def test_ranks_agree_on_precision_as_given_not_as_resolved():
+    """auto resolves by each node's GPU (bf16 on Ampere, fp32 on a T4): same flags, mixed nodes, one job."""
+    settings = shared_settings(parse_args(["--dir", ""]))
+    assert settings["--precision"] == "auto" and settings["--batch-size"] == 64
+    assert "--threads" not in settings and "--run-id" not in settings, "these may differ per rank"
 
 
 def test_save_model_into_an_unwritable_current_directory_fails_before_training(tmp_path, monkeypatch, capsys):

@@ -12,6 +12,7 @@ import torch
 
 from tests.support.procs import free_port, run_trainer, start_pods, trainer_env, wait_all
 from trainer.benchmark import write_idx_dataset
+from trainer.checkpoint import FORMAT_VERSION
 from trainer.cli import EXIT_RETRYABLE
 from trainer.data import load
 from trainer.runtime import native_bf16
@@ -88,6 +89,18 @@ def test_pods_started_with_different_flags_are_refused_on_every_rank(tmp_path, w
     for log in logs:
         assert f"error: the ranks were started with different settings: {difference}. Every process" in log, log
     assert time.monotonic() - started < 60, "refused before any collective could wait for --pg-timeout"
+
+
+def test_a_checkpoint_from_a_newer_trainer_stops_every_rank_with_the_reason(tmp_path):
+    """Rank 0 reads it; the others must not die as if a peer were lost (exit 128, retried)."""
+    newer = tmp_path / "ckpt" / "checkpoint-000000010.pt"
+    newer.parent.mkdir()
+    torch.save({"format": FORMAT_VERSION + 1}, newer)
+    codes = wait_all(start_pods([*SMALL, "--dir", "", "--checkpoint-dir", "ckpt"], tmp_path, 2, free_port()))
+    logs = [(tmp_path / f"rank{rank}.log").read_text() for rank in (0, 1)]
+    assert codes == [1, 1], logs
+    for log in logs:
+        assert f"error: {newer.relative_to(tmp_path)} is a format-{FORMAT_VERSION + 1} checkpoint, from a newer" in log, log
 
 
 def test_two_pods_fall_back_together_when_the_dataset_cannot_be_downloaded(tmp_path):
