@@ -297,6 +297,17 @@ def test_a_command_without_args_gets_no_trainer_flags(helm):
     assert "args" not in container
 
 
+@pytest.mark.parametrize("torchrun, trainer", [(False, ["python", "-m", "trainer"]),
+                                               (True, ["python", "-m", "trainer.torchrun", "--module", "trainer"])])
+def test_a_wrapper_runs_before_the_trainer_which_keeps_its_flags(helm, torchrun, trainer):
+    wrapper = ["py-spy", "record", "-o", "/tmp/profile.svg", "--"]
+    plain = trainer_container(helm.render(CHART, set_values={"torchrun.enabled": torchrun}))
+    wrapped = trainer_container(helm.render(CHART, set_values={"wrapCommand": wrapper, "torchrun.enabled": torchrun}))
+    assert wrapped["command"] == wrapper + trainer
+    assert wrapped["args"] == plain["args"] and wrapped["workingDir"] == plain["workingDir"] == "/mnt/pytorchjob-mnist"
+    assert wrapped["env"] == plain["env"], "PYTHONSAFEPATH too: python -m still runs from the volume"
+
+
 def test_the_trainers_relative_paths_land_on_the_volume_not_the_read_only_image(helm):
     """Seed-style `args` (--save-model, the default --data-dir data and --dir logs) write relative to the
     working directory; the image's is on the read-only root filesystem. A custom command keeps the image's."""
@@ -926,6 +937,8 @@ GUARDS = {
                                       "or clear persistence.hostPath.path"),
     "gang-larger-than-the-job": ({"runPolicy": {"schedulingPolicy": {"minAvailable": 5}}},
                                  "runPolicy.schedulingPolicy.minAvailable (5) is more than the job's 2 pods"),
+    "command-and-wrapper": ({"command": ["python", "/app/train.py"], "wrapCommand": ["py-spy", "record", "--"]},
+                            "command and wrapCommand are both set"),
     "name-too-long": ({"fullnameOverride": "a" * 56, "workers": 10},
                       'its pod and Service name "' + "a" * 56 + '-worker-9" has 65 characters, the limit is 63; '
                       "set fullnameOverride to a name of at most 54 characters"),
@@ -977,6 +990,7 @@ SCHEMA_REFUSALS = {
     # Image references the kubelet cannot pull (InvalidImageName): a tag or digest in the wrong value.
     "tag-in-repository": ({"image": {"repository": "registry.example.com/ml/trainer:0.1.0-cpu"}}, ["repository"]),
     "digest-in-tag": ({"image": {"tag": "sha256:" + "0" * 64}}, ["tag"]),
+    "upper-case-repository": ({"image": {"repository": "ghcr.io/MyOrg/trainer"}}, ["repository"]),
     "tag-in-tensorboard-repository": ({"tensorboard": {"image": {"repository": "tensorflow/tensorflow:2.16.1"}}},
                                       ["repository"]),
     # One pod cluster-wide, or no writer: the job's pods could not all use the new claim.

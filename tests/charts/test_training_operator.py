@@ -569,6 +569,7 @@ REFUSED_VALUES = [
     ({"image.repository": "kubeflow/training-operator:v1"}, "image.repository"),
     ({"image.tag": "sha256:" + "0" * 64}, "image.tag"),
     ({"initContainer.image.tag": "3.22:latest"}, "initContainer.image.tag"),
+    ({"image.repository": "Kubeflow/training-operator"}, "image.repository"),
 ]
 
 
@@ -647,9 +648,10 @@ def test_a_registry_host_in_the_repository_is_not_prefixed_again(helm, image):
     """Mirroring the images, users write the host into the repository; the default registry in front
     of it would make an unpullable reference (for the init container, only once a job runs)."""
     error = template_error(helm, **{f"{image}.repository": "registry.example.com:5000/ml/mirrored"})
-    assert (f"{image}.repository registry.example.com:5000/ml/mirrored starts with a registry host" in error
+    assert (f"{image}.repository registry.example.com:5000/ml/mirrored starts with what looks like a registry host "
+            "(registry.example.com:5000)" in error
             and f"set {image}.registry to registry.example.com:5000 and drop it from {image}.repository, "
-            f'or set {image}.registry to ""' in error), error
+            f'or set {image}.registry to "" and give the whole reference in {image}.repository' in error), error
     docs = render(helm, **{f"{image}.repository": "registry.example.com:5000/ml/mirrored", f"{image}.registry": ""})
     deployment = yaml.safe_dump(one(docs, "Deployment"))
     assert "registry.example.com:5000/ml/mirrored:" in deployment and "/registry.example.com" not in deployment
@@ -673,6 +675,12 @@ def test_extra_args_cannot_override_the_charts_flags(helm, flag):
     error = template_error(helm, extraArgs=[flag])
     assert f'extraArgs: "{flag}" sets {flag.split("=")[0]}, which the chart already sets' in error, error
     assert flags(render(helm, extraArgs=["--zap-encoder=json"]))["--zap-encoder"] == "json"
+
+
+def test_extra_args_cannot_enable_job_kinds_the_chart_does_not_install(helm):
+    error = template_error(helm, extraArgs=["--enable-scheme=tfjob"])
+    assert 'extraArgs: "--enable-scheme=tfjob" enables another job kind, but this chart installs the CRD and RBAC ' \
+           "of PyTorchJob alone" in error, error
 
 
 def test_pod_labels_cannot_change_the_selector_labels(helm):

@@ -295,9 +295,12 @@ spec:
       {{- if .Values.command }}
       command:
         {{- toYaml .Values.command | nindent 8 }}
-      {{- else if .Values.torchrun.enabled }}
-      {{- /* torchrun that exits with its failed worker's code, not always 1, for restartPolicy ExitCode. */}}
-      command: ["python", "-m", "trainer.torchrun", "--module", "trainer"]
+      {{- else if or .Values.torchrun.enabled .Values.wrapCommand }}
+      {{- /* torchrun that exits with its failed worker's code, not always 1, for restartPolicy ExitCode;
+      else the image's entrypoint, spelled out behind a wrapper. */}}
+      {{- $trainer := ternary (list "python" "-m" "trainer.torchrun" "--module" "trainer") (list "python" "-m" "trainer") .Values.torchrun.enabled }}
+      command:
+        {{- concat .Values.wrapCommand $trainer | toYaml | nindent 8 }}
       {{- end }}
       {{- /* The generated flags are the trainer's: a user's own command gets only its own args. */}}
       {{- if .Values.args }}

@@ -139,6 +139,9 @@ Fixed paths come first, so a collision always names a value that can move. */}}
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if and .Values.command .Values.wrapCommand }}
+{{- fail "command and wrapCommand are both set: wrapCommand goes before the chart's trainer command, which command replaces; put the wrapper into command, or clear command" }}
+{{- end }}
 {{- if and .Values.persistence.existingClaim .Values.persistence.hostPath.path }}
 {{- fail "persistence.existingClaim and persistence.hostPath.path are both set; pick one: the existing claim, or a hostPath volume the chart creates" }}
 {{- end }}

@@ -73,7 +73,7 @@ An image reference from {registry, repository, tag, digest}; usage:
 {{- $ref := $image.repository }}
 {{- $firstPart := splitList "/" $image.repository | first }}
 {{- if and $image.registry (gt (len (splitList "/" $image.repository)) 1) (or (contains "." $firstPart) (contains ":" $firstPart) (eq $firstPart "localhost")) }}
-{{- fail (printf "%s.repository %s starts with a registry host, and %s.registry %s would be put in front of it; set %s.registry to %s and drop it from %s.repository, or set %s.registry to \"\"" .key $image.repository .key $image.registry .key $firstPart .key .key) }}
+{{- fail (printf "%s.repository %s starts with what looks like a registry host (%s), and %s.registry %s would be put in front of it; set %s.registry to %s and drop it from %s.repository, or set %s.registry to \"\" and give the whole reference in %s.repository (also the way for a project whose name has a dot)" .key $image.repository $firstPart .key $image.registry .key $firstPart .key .key .key) }}
 {{- end }}
 {{- if $image.registry }}
 {{- $ref = printf "%s/%s" $image.registry $image.repository }}
@@ -191,6 +191,9 @@ the app's manifests (crds.enabled=false), through Prune=false in the app's sync 
 {{- end }}
 {{- range .Values.extraArgs }}
 {{- $flag := regexFind "^--[^=]+" . }}
+{{- if eq $flag "--enable-scheme" }}
+{{- fail (printf "extraArgs: %q enables another job kind, but this chart installs the CRD and RBAC of PyTorchJob alone, and the operator stops on a kind whose CRD is missing; remove it, and install the Kubeflow Trainer manifests for other kinds" .) }}
+{{- end }}
 {{- if has $flag $chartFlags }}
 {{- fail (printf "extraArgs: %q sets %s, which the chart already sets from its values and ties to the rest of the release (Service ports, probes, RBAC, webhook); set the matching value instead (e.g. metrics.port, logLevel, leaderElection.enabled, watchNamespace)" . $flag) }}
 {{- end }}
