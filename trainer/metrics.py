@@ -3,6 +3,7 @@ scalars and a final metrics.json."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from trainer.fileio import atomic_write
@@ -14,7 +15,7 @@ class Reporter:
     def __init__(self, enabled: bool, log_dir: str | Path | None) -> None:
         self.enabled = enabled
         self._log_dir = log_dir if enabled else None
-        self._writer = None  # opened at the first scalar, once a resume has said where it starts
+        self._events = None  # opened at the first scalar, once a resume has said where it starts
         # A fresh start hides whatever an attempt killed before its first checkpoint logged here.
         self._purge_step = 1
 
@@ -52,24 +53,31 @@ class Reporter:
         self._scalar("val_loss", val_loss, epoch)
 
     def flush(self) -> None:
-        """Write out buffered scalars. Called before each checkpoint: a resumed run logs only the steps
-        after it, so scalars still buffered (tensorboardX writes every 2 minutes) when a pod is killed
-        would be lost for good."""
-        if self._writer is not None:
-            self._writer.flush()
+        """Hand the scalars logged so far to the OS. Called before each checkpoint: a resumed run logs only
+        the steps after it, so scalars still in this process when a pod is killed would be lost for good."""
+        if self._events is not None:
+            self._events.flush()
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        if self._events is not None:
+            self._events.close()
 
     def _scalar(self, tag: str, value: float, step: int) -> None:
         if not self._log_dir:
             return
-        if self._writer is None:
-            from tensorboardX import SummaryWriter
+        # tensorboardX's event file written in this thread: its SummaryWriter queues events for a thread
+        # of its own, whose flush() leaves those still queued unwritten.
+        from tensorboardX.event_file_writer import EventsWriter
+        from tensorboardX.proto.event_pb2 import Event, SessionLog
+        from tensorboardX.summary import scalar
 
-            self._writer = SummaryWriter(str(self._log_dir), purge_step=self._purge_step)
-        self._writer.add_scalar(tag, value, step)
+        if self._events is None:
+            Path(self._log_dir).mkdir(parents=True, exist_ok=True)
+            self._events = EventsWriter(str(Path(self._log_dir) / "events"))
+            # TensorBoard hides the scalars of earlier attempts from this step on.
+            self._events.write_event(Event(wall_time=time.time(), step=self._purge_step,
+                                           session_log=SessionLog(status=SessionLog.START)))
+        self._events.write_event(Event(wall_time=time.time(), step=step, summary=scalar(tag, value)))
 
 
 def write_metrics_json(path: str | Path, metrics: dict) -> Path:
