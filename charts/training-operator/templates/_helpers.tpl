@@ -198,7 +198,6 @@ the app's manifests (crds.enabled=false), through Prune=false in the app's sync 
 {{- fail (printf "extraArgs: %q sets %s, which the chart already sets from its values and ties to the rest of the release (Service ports, probes, RBAC, webhook); set the matching value instead (e.g. metrics.port, logLevel, leaderElection.enabled, watchNamespace)" . $flag) }}
 {{- end }}
 {{- end }}
-
 {{- end }}
 
 {{/*
