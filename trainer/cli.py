@@ -6,7 +6,7 @@ import argparse
 import math
 import os
 import sys
-from dataclasses import fields
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import torch
@@ -183,7 +183,8 @@ def shared_settings(args: argparse.Namespace) -> dict[str, object]:
     """What every rank must agree on, by flag: what shapes training, and what decides the
     collectives a rank takes. Only rank 0 writes, so the directories' paths may differ; --precision
     as given, since auto may resolve by each node's GPU."""
-    settings = {f"--{f.name.replace('_', '-')}": getattr(args, f.name) for f in fields(TrainConfig)}
+    config = asdict(train_config(args, args.precision))
+    settings = {f"--{name.replace('_', '-')}": value for name, value in config.items()}
     return settings | {
         "--dataset": args.dataset, "--fallback-dataset": args.fallback_dataset,
         "--limit-train": args.limit_train, "--limit-test": args.limit_test,
