@@ -3,13 +3,14 @@ import json
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from trainer.data import Dataset
 from trainer.distributed import DistContext
 from trainer.loop import evaluate
 from trainer.model import Net
+
+from tests.support.gloo import ONE_RANK, run_rank
 
 TEST_SIZE = 1001  # divisible by neither 2 nor 3: a padding sampler would double-count
 
@@ -21,19 +22,16 @@ def _dataset() -> Dataset:
     return Dataset("t", images[:1], labels[:1], images, labels)
 
 
-def _evaluate_on_rank(rank, world, store_path, out_dir):
-    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=world)
+def _evaluate(ctx: DistContext, out_dir) -> None:
     torch.manual_seed(0)
-    ctx = DistContext(rank, world, 0, 1, torch.device("cpu"), "gloo")
     result = evaluate(Net(), _dataset(), ctx, batch_size=128)
-    (out_dir / f"{rank}.json").write_text(json.dumps(result.__dict__))
-    dist.destroy_process_group()
+    (out_dir / f"{ctx.rank}.json").write_text(json.dumps(result.__dict__))
 
 
 @pytest.fixture(scope="module")
 def single_process_result():
     torch.manual_seed(0)
-    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    ctx = ONE_RANK
     return evaluate(Net(), _dataset(), ctx, batch_size=128)
 
 
@@ -43,7 +41,7 @@ def test_single_process_counts_every_sample(single_process_result):
 
 @pytest.mark.parametrize("world", [2, 3])
 def test_distributed_evaluation_equals_single_process(tmp_path, world, single_process_result):
-    mp.spawn(_evaluate_on_rank, args=(world, tmp_path / "store", tmp_path), nprocs=world, join=True)
+    mp.spawn(run_rank, args=(world, tmp_path / "store", _evaluate, tmp_path), nprocs=world, join=True)
     results = [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(world)]
     for result in results:
         assert result["count"] == TEST_SIZE

@@ -7,10 +7,11 @@ import torch
 import torch.nn.functional as F
 
 from trainer.data import Dataset
-from trainer.distributed import DistContext
 from trainer.loop import TrainConfig, Trainer
 from trainer.metrics import Reporter
 from trainer.model import Net
+
+from tests.support.gloo import ONE_RANK
 
 BATCH = 16
 PLAIN = {"lr": 0.1, "momentum": 0.9}
@@ -38,7 +39,7 @@ def test_each_optimization_flag_changes_the_step_as_torch_defines_it(flag):
     without_flag = reference_step(net, images, labels, **PLAIN)
     assert not torch.allclose(expected["fc2.weight"], without_flag["fc2.weight"]), f"{flag} must change a step"
 
-    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    ctx = ONE_RANK
     trainer = Trainer(net, data, ctx, TrainConfig(batch_size=BATCH, **settings), Reporter(False, None), None)
     trainer.train_epoch()  # one step: the whole set, in the epoch's shuffled order
     assert trainer.progress.step == 1

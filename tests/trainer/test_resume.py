@@ -6,7 +6,6 @@ import struct
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from trainer.checkpoint import CheckpointStore, IncompatibleCheckpoint
@@ -16,6 +15,8 @@ from trainer import loop, sigterm
 from trainer.loop import NonFiniteLoss, TrainConfig, Trainer, evaluate, read_latest_checkpoint
 from trainer.metrics import Reporter
 from trainer.model import Net
+
+from tests.support.gloo import ONE_RANK, run_rank
 
 TRAIN_SIZE = 100  # not a multiple of 2 or 3 ranks times the batch size
 CONFIG = TrainConfig(batch_size=8, lr=1e-3, momentum=0.0, checkpoint_every=2, log_interval=1000)
@@ -44,27 +45,18 @@ class RecordingTrainer(Trainer):
         return super()._step(images, labels)
 
 
-def _train(rank: int, world: int, checkpoint_dir, out_dir) -> RecordingTrainer:
-    ctx = DistContext(rank, world, 0, 1, torch.device("cpu"), "gloo")
+def _train(ctx: DistContext, checkpoint_dir, out_dir) -> RecordingTrainer:
     torch.manual_seed(CONFIG.seed)
     trainer = RecordingTrainer(
-        Net(), _numbered_dataset(), ctx, CONFIG, Reporter(rank == 0, None), CheckpointStore(checkpoint_dir, keep=100)
+        Net(), _numbered_dataset(), ctx, CONFIG, Reporter(ctx.is_main, None), CheckpointStore(checkpoint_dir, keep=100)
     )
     _resume(trainer)
     trainer.fit()
-    (out_dir / f"rank{rank}.json").write_text(json.dumps(trainer.samples))
+    (out_dir / f"rank{ctx.rank}.json").write_text(json.dumps(trainer.samples))
     return trainer
 
 
-def _train_on_rank(rank: int, world: int, store_path, checkpoint_dir, out_dir) -> None:
-    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=world)
-    _train(rank, world, checkpoint_dir, out_dir)
-    dist.destroy_process_group()
-
-
-def _construct_on_rank(rank: int, world: int, store_path, out_dir) -> None:
-    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=world)
-    ctx = DistContext(rank, world, 0, 1, torch.device("cpu"), "gloo")
+def _construct(ctx: DistContext, out_dir) -> None:
     torch.manual_seed(CONFIG.seed)
     net = Net()
     weights, rng = {k: v.clone() for k, v in net.state_dict().items()}, torch.get_rng_state()
@@ -75,19 +67,18 @@ def _construct_on_rank(rank: int, world: int, store_path, out_dir) -> None:
         "no_grads": all(p.grad is None for p in net.parameters()),
         "no_optimizer_state": not trainer.optimizer.state,
     }
-    (out_dir / f"rank{rank}.json").write_text(json.dumps(untouched))
-    dist.destroy_process_group()
+    (out_dir / f"rank{ctx.rank}.json").write_text(json.dumps(untouched))
 
 
 def test_ddp_warm_up_leaves_weights_optimizer_and_rng_untouched(tmp_path):
-    mp.spawn(_construct_on_rank, args=(2, tmp_path / "store", tmp_path), nprocs=2, join=True)
+    mp.spawn(run_rank, args=(2, tmp_path / "store", _construct, tmp_path), nprocs=2, join=True)
     for rank in range(2):
         assert json.loads((tmp_path / f"rank{rank}.json").read_text()) == {
             "rng": True, "weights": True, "no_grads": True, "no_optimizer_state": True}
 
 
 def test_onecycle_checkpoints_name_the_world_size_its_length_depends_on():
-    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    ctx = ONE_RANK
     for schedule, expected in (("constant", None), ("onecycle", 1)):
         config = TrainConfig(lr_schedule=schedule)
         trainer = Trainer(Net(), _numbered_dataset(), ctx, config, Reporter(False, None), None)
@@ -95,7 +86,7 @@ def test_onecycle_checkpoints_name_the_world_size_its_length_depends_on():
 
 
 def test_diverged_weights_are_never_checkpointed(tmp_path):
-    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    ctx = ONE_RANK
     net = Net()
     trainer = Trainer(net, _numbered_dataset(), ctx, CONFIG, Reporter(True, None), CheckpointStore(tmp_path, keep=3))
     with torch.no_grad():
@@ -107,7 +98,7 @@ def test_diverged_weights_are_never_checkpointed(tmp_path):
 
 @pytest.mark.parametrize("epoch,consumed,refused", [(2, 16, True), (2, 0, False), (3, 0, True)])
 def test_resume_refuses_fewer_epochs_than_the_checkpoint_trained(tmp_path, epoch, consumed, refused):
-    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    ctx = ONE_RANK
     store = CheckpointStore(tmp_path, keep=3)
     writer = Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(False, None), store)
     writer.progress.epoch, writer.progress.consumed = epoch, consumed
@@ -128,7 +119,7 @@ def test_resume_refuses_fewer_epochs_than_the_checkpoint_trained(tmp_path, epoch
 
 def test_a_checkpoint_that_does_not_fit_the_model_is_refused_as_permanent(tmp_path):
     """Every restart would fail the same way: an IncompatibleCheckpoint (exit 1), not a retried crash."""
-    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    ctx = ONE_RANK
     store = CheckpointStore(tmp_path, keep=3)
     writer = Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(False, None), store)
     writer._checkpoint()
@@ -147,7 +138,7 @@ def test_a_checkpoint_that_does_not_fit_the_model_is_refused_as_permanent(tmp_pa
                  "another --checkpoint-dir"),
 ])
 def test_resuming_a_finished_run_says_how_to_train_longer(tmp_path, capsys, schedule, advice):
-    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    ctx = ONE_RANK
     store = CheckpointStore(tmp_path, keep=3)
     config = TrainConfig(batch_size=8, lr_schedule=schedule)
     writer = Trainer(Net(), _numbered_dataset(), ctx, config, Reporter(False, None), store)
@@ -159,7 +150,7 @@ def test_resuming_a_finished_run_says_how_to_train_longer(tmp_path, capsys, sche
 
 def test_resuming_a_finished_run_on_other_ranks_does_not_warn_of_resharding(tmp_path, capsys):
     """Nothing is left to reshard: the run only writes its outputs again."""
-    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    ctx = ONE_RANK
     store = CheckpointStore(tmp_path, keep=3)
     writer = Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(False, None), store)
     writer.progress.epoch, writer.progress.history = 2, [{"epoch": 1, "accuracy": 0.5, "val_loss": 1.0}]
@@ -173,7 +164,7 @@ def test_resuming_a_finished_run_on_other_ranks_does_not_warn_of_resharding(tmp_
 @pytest.mark.parametrize("written_in, warned", [("bf16", True), ("fp32", False), (None, False)])
 def test_resuming_in_another_precision_warns(tmp_path, capsys, written_in, warned):
     """Allowed, as another world size is: auto on a GPU resolves by the node a restarted pod lands on."""
-    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    ctx = ONE_RANK
     store = CheckpointStore(tmp_path, keep=3)
     writer = Trainer(Net(), _numbered_dataset(), ctx, dataclasses.replace(CONFIG, precision=written_in or "fp32"),
                      Reporter(False, None), store)
@@ -206,7 +197,7 @@ def _scalar_events(log_dir) -> list:
 def test_a_resumed_run_hides_the_scalars_it_logs_again(tmp_path):
     """Steps after the checkpoint were logged by the killed run too; TensorBoard purges them from the
     step a SessionLog START names."""
-    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    ctx = ONE_RANK
     config = dataclasses.replace(CONFIG, log_interval=1)
     store = CheckpointStore(tmp_path / "ckpt", keep=100)
     killed = Trainer(Net(), _numbered_dataset(), ctx, config, Reporter(True, tmp_path / "tb1"), store)
@@ -230,7 +221,7 @@ def test_a_resumed_run_hides_the_scalars_it_logs_again(tmp_path):
 def test_scalars_logged_before_a_checkpoint_survive_a_kill(tmp_path):
     """A resumed run logs only the steps after its checkpoint, so those before it must be on disk when
     the checkpoint is. tensorboardX's SummaryWriter left some in its queue (seen under load)."""
-    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    ctx = ONE_RANK
     store = CheckpointStore(tmp_path / "ckpt", keep=100)
     killed = Trainer(Net(), _numbered_dataset(), ctx, dataclasses.replace(CONFIG, log_interval=1),
                      Reporter(True, tmp_path / "tb"), store)
@@ -255,7 +246,7 @@ def sigterm_during_evaluation(monkeypatch):
 
 def test_sigterm_during_evaluation_stops_after_the_epoch_end_checkpoint(tmp_path, sigterm_during_evaluation):
     """Not at once: the ranks agree after the epoch-end checkpoint, so none stops alone and no step is lost."""
-    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    ctx = ONE_RANK
     store = CheckpointStore(tmp_path, keep=100)
     trainer = Trainer(Net(), _numbered_dataset(), ctx, dataclasses.replace(CONFIG, epochs=3, checkpoint_every=0),
                       Reporter(False, None), store)
@@ -269,7 +260,7 @@ def test_sigterm_during_evaluation_stops_after_the_epoch_end_checkpoint(tmp_path
 
 def test_sigterm_after_the_last_epoch_lets_the_run_finish(tmp_path, sigterm_during_evaluation):
     """Nothing is left to train: the outputs are written rather than a checkpoint that resumes to them."""
-    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    ctx = ONE_RANK
     trainer = Trainer(Net(), _numbered_dataset(), ctx, dataclasses.replace(CONFIG, epochs=1),
                       Reporter(False, None), CheckpointStore(tmp_path, keep=100))
     trainer.fit()  # returns: no SystemExit(143)
@@ -285,7 +276,7 @@ def _purge_steps(events: list) -> list[int]:
 
 def test_resume_after_the_epochs_last_step_evaluates_without_training(tmp_path):
     # A step checkpoint on the epoch's last batch, then a stop before the epoch-end checkpoint.
-    ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
+    ctx = ONE_RANK
     store = CheckpointStore(tmp_path, keep=3)
     writer = Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(False, None), store)
     writer.progress.step, writer.progress.consumed = writer.batches_per_epoch, TRAIN_SIZE
@@ -301,14 +292,14 @@ def test_resume_after_the_epochs_last_step_evaluates_without_training(tmp_path):
 def test_resume_at_another_world_size_trains_each_remaining_sample_once(tmp_path, capsys):
     two_ranks = tmp_path / "two"
     two_ranks.mkdir()
-    mp.spawn(_train_on_rank, args=(2, tmp_path / "store", tmp_path / "ckpt", two_ranks), nprocs=2, join=True)
+    mp.spawn(run_rank, args=(2, tmp_path / "store", _train, tmp_path / "ckpt", two_ranks), nprocs=2, join=True)
     before = [sample for rank in range(2)
               for step in json.loads((two_ranks / f"rank{rank}.json").read_text())[:2] for sample in step]
     resumed = tmp_path / "resumed"
     resumed.mkdir()
     shutil.copy(tmp_path / "ckpt" / "checkpoint-000000002.pt", resumed)
 
-    single = _train(0, 1, resumed, tmp_path)
+    single = _train(ONE_RANK, resumed, tmp_path)
 
     after = [sample for step in single.samples for sample in step]
     assert len(before) == 2 * 2 * CONFIG.batch_size
