@@ -107,10 +107,18 @@ def write_idx_dataset(root: Path, data: Dataset, folder: str = "FashionMNIST") -
 def seed_images_per_second(root: Path, steps: int) -> float:
     """The Kubeflow example's training loop, step for step (its logging I/O left out)."""
     import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{root}/store", rank=0, world_size=1)
+    try:
+        return _seed_training_loop(root, steps)  # which frees its DDP wrapper before the group goes
+    finally:
+        dist.destroy_process_group()
+
+
+def _seed_training_loop(root: Path, steps: int) -> float:
     from torch.utils.data import DataLoader, DistributedSampler
     from torchvision import datasets, transforms
 
-    dist.init_process_group("gloo", init_method=f"file://{root}/store", rank=0, world_size=1)
     train_ds = datasets.FashionMNIST(str(root), train=True, download=False,
                                      transform=transforms.Compose([transforms.ToTensor()]))
     loader = DataLoader(train_ds, batch_size=SEED_BATCH_SIZE, sampler=DistributedSampler(train_ds))
@@ -129,9 +137,7 @@ def seed_images_per_second(root: Path, steps: int) -> float:
         optimizer.step()
         if batch_idx % 10 == 0:
             loss.item()
-    elapsed = time.perf_counter() - started
-    dist.destroy_process_group()
-    return steps * SEED_BATCH_SIZE / elapsed
+    return steps * SEED_BATCH_SIZE / (time.perf_counter() - started)
 
 
 def trainer_images_per_second(data: Dataset, batch_size: int, steps: int, precision: str) -> float:
