@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import sys
+import traceback
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -247,6 +248,11 @@ def run(args: argparse.Namespace) -> dict:
         metrics = _train(args, ctx, reporter)
         ctx.all_reduce_sum(torch.zeros(1, device=ctx.device))  # a barrier: rank 0 has written the outputs
         return metrics
+    except BaseException as error:
+        # A failure's traceback keeps _train's frames, and so the DDP wrapper, alive: drop their
+        # locals (the traceback still prints) so that shutdown frees it before the group.
+        traceback.clear_frames(error.__traceback__)
+        raise
     finally:
         reporter.close()
         shutdown(ctx)

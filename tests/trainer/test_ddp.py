@@ -1,5 +1,7 @@
 """Real multi-process gloo runs: the operator's env contract, torchrun, kill-and-resume."""
+import gc
 import json
+import os
 import re
 import shutil
 import signal
@@ -9,11 +11,15 @@ import time
 
 import pytest
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel
 
 from tests.support.procs import free_port, run_trainer, start_pods, trainer_env, wait_all
 from trainer.benchmark import write_idx_dataset
 from trainer.checkpoint import FORMAT_VERSION
-from trainer.cli import EXIT_RETRYABLE
+from trainer import cli
+from trainer.cli import EXIT_PERMANENT, EXIT_RETRYABLE
 from trainer.data import load
 from trainer.runtime import native_bf16
 
@@ -89,6 +95,30 @@ def test_pods_started_with_different_flags_are_refused_on_every_rank(tmp_path, w
     for log in logs:
         assert f"error: the ranks were started with different settings: {difference}. Every process" in log, log
     assert time.monotonic() - started < 60, "refused before any collective could wait for --pg-timeout"
+
+
+def _diverge_as_a_pod(rank: int, port: int, out_dir) -> None:
+    """Run the CLI as one of two pods until its loss diverges, counting the DDP wrappers still alive
+    when it destroys the process group."""
+    os.environ.update(trainer_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK=str(rank)))
+    destroy = dist.destroy_process_group
+
+    def counting_destroy(*args, **kwargs):
+        alive = sum(isinstance(obj, DistributedDataParallel) for obj in gc.get_objects())
+        (out_dir / f"rank{rank}.alive").write_text(str(alive))
+        destroy(*args, **kwargs)
+
+    dist.destroy_process_group = counting_destroy
+    (out_dir / f"rank{rank}.exit").write_text(str(cli.main([*SMALL, "--lr", "1e12", "--dir", ""])))
+
+
+def test_a_failed_run_frees_its_ddp_wrapper_before_destroying_the_group(tmp_path):
+    """The traceback of a failure holds the training's frames: a DDP wrapper that outlives its group
+    has aborted a rank at exit (SIGABRT) instead of exiting with the failure's own code."""
+    mp.spawn(_diverge_as_a_pod, args=(free_port(), tmp_path), nprocs=2, join=True)
+    for rank in (0, 1):
+        assert (tmp_path / f"rank{rank}.exit").read_text() == str(EXIT_PERMANENT)
+        assert (tmp_path / f"rank{rank}.alive").read_text() == "0"
 
 
 def test_a_checkpoint_from_a_newer_trainer_stops_every_rank_with_the_reason(tmp_path):
