@@ -4,6 +4,7 @@ each feature, each `fail` guard and each schema refusal on its own."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -590,6 +591,18 @@ def test_tensorboard_without_allowed_peers_accepts_no_connection(helm, tmp_path)
     docs = render_with(helm, {"tensorboard": {"enabled": True}, "networkPolicy": {"enabled": True}}, tmp_path)
     (tensorboard,) = [p for p in by_kind(docs, "NetworkPolicy") if p["metadata"]["name"] == "mnist-tensorboard"]
     assert tensorboard["spec"]["ingress"] == []
+
+
+def test_a_new_chart_version_alone_leaves_the_pytorchjob_unchanged(helm, tmp_path):
+    """Argo CD replaces a changed job (Replace=true): a release that bumps only the chart's version
+    must not restart a running job through its helm.sh/chart label. Other objects keep the label."""
+    bumped = tmp_path / CHART.name
+    shutil.copytree(CHART, bumped)
+    chart_yaml = bumped / "Chart.yaml"
+    chart_yaml.write_text(re.sub(r"^version: .*$", "version: 99.0.0", chart_yaml.read_text(), flags=re.M))
+    before, after = helm.render(CHART), helm.render(bumped)
+    assert one(before, "PyTorchJob") == one(after, "PyTorchJob")
+    assert one(after, "PersistentVolumeClaim")["metadata"]["labels"]["helm.sh/chart"] == "pytorchjob-mnist-99.0.0"
 
 
 def test_placement_labels_annotations_and_pull_settings(rendered):

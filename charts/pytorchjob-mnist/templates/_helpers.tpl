@@ -36,6 +36,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/*
+The PyTorchJob's labels: all but helm.sh/chart. That one changes with every chart version, and a
+changed job is a replaced one under Argo CD (Replace=true), which would restart a running job
+for a release that changed nothing about it.
+*/}}
+{{- define "pytorchjob-mnist.jobLabels" -}}
+{{- omit (include "pytorchjob-mnist.labels" . | fromYaml) "helm.sh/chart" | toYaml }}
+{{- end }}
+
 {{/* Image variant: the explicit value, else cuda for GPU jobs and cpu otherwise. */}}
 {{- define "pytorchjob-mnist.variant" -}}
 {{- if .Values.image.variant }}{{ .Values.image.variant }}{{ else if gt (int .Values.gpu) 0 }}cuda{{ else }}cpu{{ end }}
