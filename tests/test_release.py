@@ -17,7 +17,7 @@ SCRIPT = REPO / "ci" / "release-charts.sh"
 CHARTS = ("charts/training-operator", "charts/pytorchjob-mnist")
 
 
-def test_release_workflow_publishes_the_images_and_charts_of_the_tagged_version():
+def test_release_workflow_publishes_the_images_and_charts_of_the_tagged_version(tmp_path):
     text = WORKFLOW.read_text()
     assert not lint_problems(text)
     workflow = yaml.safe_load(text)
@@ -28,8 +28,8 @@ def test_release_workflow_publishes_the_images_and_charts_of_the_tagged_version(
     check = next(step for step in check_steps if "pyproject.toml" in step.get("run", ""))
     assert check["env"]["OWNER"] == "${{ github.repository_owner }}"
 
-    def checked(tag: str, owner: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", "-e", "-c", check["run"]], cwd=REPO, capture_output=True, text=True,
+    def checked(tag: str, owner: str, root=REPO) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-e", "-c", check["run"]], cwd=root, capture_output=True, text=True,
                               env={**os.environ, "GITHUB_REF_NAME": tag, "OWNER": owner})
 
     version = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
@@ -38,6 +38,13 @@ def test_release_workflow_publishes_the_images_and_charts_of_the_tagged_version(
     assert wrong_tag.returncode == 1 and f"tag v{version}" in wrong_tag.stdout, "the images carry pyproject's version"
     fork = checked(f"v{version}", "someone")
     assert fork.returncode == 1 and "pushes ghcr.io/someone/trainer" in fork.stdout, "the chart must pull what is pushed"
+    shutil.copytree(REPO / "charts" / "pytorchjob-mnist", tmp_path / "charts" / "pytorchjob-mnist")
+    shutil.copy(REPO / "pyproject.toml", tmp_path)
+    chart_yaml = tmp_path / "charts" / "pytorchjob-mnist" / "Chart.yaml"
+    chart_yaml.write_text(re.sub(r"^appVersion: .*$", 'appVersion: "9.9.9"', chart_yaml.read_text(), flags=re.M))
+    stale = checked(f"v{version}", "pytorchjob-mnist", root=tmp_path)
+    assert stale.returncode == 1, "the chart's default image tag is <appVersion>-<variant>"
+    assert "appVersion is 9.9.9" in stale.stdout and f'set appVersion: "{version}"' in stale.stdout
 
     images = workflow["jobs"]["images"]
     assert images["needs"] == "check" and images["permissions"]["packages"] == "write"
