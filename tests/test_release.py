@@ -1,19 +1,22 @@
-"""The release: .github/workflows/release.yaml and ci/release-charts.sh, which picks the charts a
-tag publishes, run on a real git history."""
+"""The release: .github/workflows/release.yaml; ci/check-chart-versions.sh run on a real git
+history, and ci/publish-charts.sh against a real registry."""
 from __future__ import annotations
 
 import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
 from tests.support.helm import REPO
+from tests.support.registry import MISSING as REGISTRY_MISSING, serve_registry
 from tests.support.workflows import WORKFLOWS, lint_problems
 
 WORKFLOW = WORKFLOWS / "release.yaml"
-SCRIPT = REPO / "ci" / "release-charts.sh"
+CHECK = REPO / "ci" / "check-chart-versions.sh"
+PUBLISH = REPO / "ci" / "publish-charts.sh"
 CHARTS = ("charts/training-operator", "charts/pytorchjob-mnist")
 
 
@@ -23,8 +26,8 @@ def test_release_workflow_publishes_the_images_and_charts_of_the_tagged_version(
     workflow = yaml.safe_load(text)
     assert workflow[True] == {"push": {"tags": ["v*"]}}  # YAML 1.1 reads the key `on` as true
     check_steps = workflow["jobs"]["check"]["steps"]
-    assert check_steps[0]["with"]["fetch-depth"] == 0, "ci/release-charts.sh needs the previous tag"
-    assert any(step.get("run") == "bash ci/release-charts.sh" for step in check_steps), "before any image is pushed"
+    assert check_steps[0]["with"]["fetch-depth"] == 0, "ci/check-chart-versions.sh needs the previous tag"
+    assert any(step.get("run") == "bash ci/check-chart-versions.sh" for step in check_steps), "before any push"
     check = next(step for step in check_steps if "pyproject.toml" in step.get("run", ""))
     assert check["env"]["OWNER"] == "${{ github.repository_owner }}"
 
@@ -55,13 +58,13 @@ def test_release_workflow_publishes_the_images_and_charts_of_the_tagged_version(
     charts_job = workflow["jobs"]["charts"]
     assert charts_job["needs"] == "images", "no chart release points at images not yet pushed"
     charts = " ".join(step.get("run", "") for step in charts_job["steps"])
-    assert "charts=$(bash ci/release-charts.sh)" in charts and '"oci://ghcr.io/${OWNER,,}/charts"' in charts
+    assert 'bash ci/publish-charts.sh "$helm" "oci://ghcr.io/${OWNER,,}/charts"' in charts
 
 
 @pytest.fixture
 def history(tmp_path):
     """A clone of this repository whose HEAD is tagged v0.1.0, and a function that commits a change
-    to a chart (optionally with a new version), tags it and runs ci/release-charts.sh there."""
+    to a chart (optionally with a new version), tags it and runs ci/check-chart-versions.sh there."""
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     clone = tmp_path / "clone"
@@ -78,24 +81,18 @@ def history(tmp_path):
                 chart_yaml.write_text(re.sub(r"^version: .*$", f"version: {version}", chart_yaml.read_text(), flags=re.M))
         subprocess.run([*git, "commit", "--quiet", "--allow-empty", "-am", tag], check=True)
         subprocess.run([*git, "tag", tag], check=True)
-        return subprocess.run(["bash", str(SCRIPT)], cwd=clone, capture_output=True, text=True)
+        return subprocess.run(["bash", str(CHECK)], cwd=clone, capture_output=True, text=True)
 
     return clone, release
 
 
-def test_the_first_release_publishes_every_chart(history):
-    clone, _ = history
-    result = subprocess.run(["bash", str(SCRIPT), "v0.1.0"], cwd=clone, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == list(CHARTS)
-
-
-def test_a_release_publishes_only_the_charts_that_changed_with_a_new_version(history):
-    _, release = history
-    result = release("v0.2.0", {"charts/pytorchjob-mnist": "0.2.0"})
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["charts/pytorchjob-mnist"], "the unchanged operator chart stays published"
-    assert release("v0.3.0", {}).stdout == "", "nothing changed, nothing to publish"
+def test_the_first_release_and_charts_changed_with_a_new_version_pass(history):
+    clone, release = history
+    first = subprocess.run(["bash", str(CHECK), "v0.1.0"], cwd=clone, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    bumped = release("v0.2.0", {"charts/pytorchjob-mnist": "0.2.0"})
+    assert bumped.returncode == 0, bumped.stderr
+    assert release("v0.3.0", {}).returncode == 0, "nothing changed"
 
 
 def test_a_changed_chart_that_keeps_its_published_version_stops_the_release(history):
@@ -104,3 +101,39 @@ def test_a_changed_chart_that_keeps_its_published_version_stops_the_release(hist
     assert result.returncode == 1
     assert "charts/training-operator changed since v0.1.0 but keeps version" in result.stderr
     assert "bump version in charts/training-operator/Chart.yaml" in result.stderr
+
+
+@pytest.mark.skipif(REGISTRY_MISSING is not None, reason=str(REGISTRY_MISSING))
+def test_publishing_pushes_each_chart_version_the_registry_lacks(helm, tmp_path):
+    """Asking the registry, not git, also publishes what a failed release left unpushed."""
+    checkout = tmp_path / "checkout"
+    for chart in CHARTS:
+        shutil.copytree(REPO / chart, checkout / chart)
+    (tmp_path / "registry").mkdir()
+
+    def publish(destination: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(PUBLISH), helm.path, destination, "--plain-http"], cwd=checkout,
+                              capture_output=True, text=True, timeout=120)
+
+    def published(destination: str, name: str, version: str) -> bool:
+        return helm.run("show", "chart", f"{destination}/{name}", "--version", version, "--plain-http",
+                        check=False).returncode == 0
+
+    with serve_registry(tmp_path / "registry") as host:
+        destination = f"oci://{host}/charts"
+        versions = {Path(chart).name: yaml.safe_load((REPO / chart / "Chart.yaml").read_text())["version"]
+                    for chart in CHARTS}
+        first = publish(destination)
+        assert first.returncode == 0, first.stderr
+        assert all(published(destination, name, version) for name, version in versions.items())
+
+        again = publish(destination)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.splitlines() == [f"{name} {version} is published already" for name, version in versions.items()]
+
+        chart_yaml = checkout / "charts" / "pytorchjob-mnist" / "Chart.yaml"
+        chart_yaml.write_text(re.sub(r"^version: .*$", "version: 99.0.0", chart_yaml.read_text(), flags=re.M))
+        bumped = publish(destination)
+        assert bumped.returncode == 0, bumped.stderr
+        assert bumped.stdout.splitlines()[0] == f"training-operator {versions['training-operator']} is published already"
+        assert published(destination, "pytorchjob-mnist", "99.0.0")

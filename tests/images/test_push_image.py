@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import re
 import shutil
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from tests.images.test_image_podman import podman, podman_env
 from tests.support.helm import REPO
-from tests.support.procs import free_port
+from tests.support.registry import MISSING as REGISTRY_MISSING, serve_registry
 
 REVISION_LABEL = "org.opencontainers.image.revision"
 HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -25,8 +23,8 @@ def push_setup_missing() -> str | None:
         return "not a git checkout: make push compares the image's revision label with HEAD"
     if shutil.which("podman") is None:
         return "podman is not installed (apt-get install -y podman runc)"
-    if shutil.which("docker-registry") is None:
-        return "Debian's docker-registry is not installed (apt-get install -y docker-registry): the registry pushed to"
+    if REGISTRY_MISSING:
+        return REGISTRY_MISSING
     info = podman("info", "--format", "{{.Host.Security.Rootless}}", check=False)
     if info.returncode != 0:
         return f"podman is not usable: {info.stderr.strip()}"
@@ -40,32 +38,16 @@ pytestmark = pytest.mark.skipif(push_setup_missing() is not None, reason=str(pus
 def registry(tmp_path_factory) -> Iterator[tuple[str, dict[str, str]]]:
     """host:port of a registry serving plain HTTP, and an env whose podman may push to it."""
     root = tmp_path_factory.mktemp("registry")
-    port = free_port()
-    config = root / "config.yml"
-    config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n"
-                      f"http:\n  addr: 127.0.0.1:{port}\n")
-    server = subprocess.Popen(["docker-registry", "serve", str(config)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
+    with serve_registry(root) as host:
+        registries = root / "registries.conf"
+        registries.write_text(f'[[registry]]\nlocation = "{host}"\ninsecure = true\n')
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert server.poll() is None and time.monotonic() < deadline, "docker-registry did not start"
-            time.sleep(0.2)
-    host = f"127.0.0.1:{port}"
-    registries = root / "registries.conf"
-    registries.write_text(f'[[registry]]\nlocation = "{host}"\ninsecure = true\n')
-    try:
-        yield host, {**podman_env(), "CONTAINERS_REGISTRIES_CONF": str(registries)}
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        # The images pushed and pulled back by digest, which removing their tags leaves in the store.
-        pushed = podman("images", "--quiet", "--filter", f"reference={host}/*/*", check=False).stdout.split()
-        if pushed:
-            podman("rmi", "--force", *set(pushed), check=False)
+            yield host, {**podman_env(), "CONTAINERS_REGISTRIES_CONF": str(registries)}
+        finally:
+            # The images pushed and pulled back by digest, which removing their tags leaves in the store.
+            pushed = podman("images", "--quiet", "--filter", f"reference={host}/*/*", check=False).stdout.split()
+            if pushed:
+                podman("rmi", "--force", *set(pushed), check=False)
 
 
 @pytest.fixture

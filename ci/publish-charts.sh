@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Push each chart whose version the registry lacks, as an OCI artifact. Asking the registry rather
+# than git also publishes what an earlier release left unpushed (its run failed after the tag);
+# a version already there is left as it is.
+#
+#   ci/publish-charts.sh HELM oci://REGISTRY/PATH [helm registry flags, e.g. --plain-http]
+#   (from the repository's root, logged in to the registry)
+set -euo pipefail
+
+helm=$1 destination=$2
+shift 2
+packages=$(mktemp -d)
+trap 'rm -rf "$packages"' EXIT
+
+for chart in charts/training-operator charts/pytorchjob-mnist; do
+  name=$(sed -n 's/^name: //p' "$chart/Chart.yaml")
+  version=$(sed -n 's/^version: //p' "$chart/Chart.yaml")
+  if "$helm" show chart "$destination/$name" --version "$version" "$@" >/dev/null 2>&1; then
+    echo "$name $version is published already"
+    continue
+  fi
+  "$helm" package "$chart" --destination "$packages"
+  "$helm" push "$packages/$name-$version.tgz" "$destination" "$@"
+done
