@@ -18,7 +18,7 @@
 #
 # Environment: KIND_CLUSTER (default pytorchjob-mnist-e2e), KIND_NODE_IMAGE (kind's default),
 # KEEP_CLUSTER=1 (don't delete the cluster), SKIP_BUILD=1 (reuse E2E_IMAGE), JOB_TIMEOUT (seconds, 900),
-# HELM / KUBECTL (default: .tools/bin from `make tools`, else PATH), KIND_LOGS_DIR (on failure, the
+# HELM / KUBECTL (default: .tools/bin from `make tools`, Helm 4 before 3, else PATH), KIND_LOGS_DIR (on failure, the
 # nodes' logs go there: kubelet, containerd, the control plane).
 set -euo pipefail
 
@@ -119,7 +119,7 @@ restricted_namespace() {
 chart_images() {
   helm template "$@" | sed -nE \
     -e 's/^[[:space:]]*(- )?image:[[:space:]]*"?([^"[:space:]]+)"?[[:space:]]*$/\2/p' \
-    -e 's/.*--pytorch-init-container-image=([^"[:space:]]+).*/\1/p' | grep -v '{{' | sort -u
+    -e 's/.*--pytorch-init-container-image=([^"[:space:]]+).*/\1/p' | { grep -v '{{' || true; } | sort -u
 }
 
 # no_pods NAMESPACE SELECTOR: true once no pod matches (kubectl wait fails when nothing matches).
@@ -246,7 +246,8 @@ fi
 trap finish EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
-kind create cluster --name "$cluster" --config "$repo/ci/kind/cluster.yaml" --wait 180s \
+# --retain: nodes that fail to come up stay for finish's `kind export logs` (finish deletes them).
+kind create cluster --name "$cluster" --config "$repo/ci/kind/cluster.yaml" --wait 180s --retain \
   ${KIND_NODE_IMAGE:+--image "$KIND_NODE_IMAGE"}
 # Image archives for `kind load image-archive`; finish removes them.
 archives=$(mktemp -d)

@@ -201,6 +201,10 @@ def test_ci_workflow_runs_make_test_and_the_kind_e2e():
     cleanup, step_minutes = int(limit.group(1)), int(limit.group(2))
     assert step_minutes * 60 >= e2e_timeout()
     assert workflow["jobs"]["e2e-kind"]["timeout-minutes"] >= step_minutes + cleanup + 10, "and ten for the setup steps"
+    e2e_job = workflow["jobs"]["e2e-kind"]
+    assert set(e2e_job["strategy"]["matrix"]["helm"]) == {"helm3", "helm4"}, "each Helm major against a cluster"
+    e2e_env = next(step["env"] for step in e2e_job["steps"] if step.get("run") == e2e_run)
+    assert e2e_env["HELM"] == "${{ github.workspace }}/.tools/bin/${{ matrix.helm }}"
     # `make test` would otherwise run the e2e a second time on a runner that has Docker and kind.
     assert workflow["jobs"]["test"]["env"]["E2E_KIND"] == "0"
     kind_steps = [s for s in workflow["jobs"]["e2e-kind"]["steps"] if s.get("uses", "").startswith("helm/kind-action@")]
