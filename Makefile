@@ -87,9 +87,11 @@ image: ## Build the trainer image (VARIANT=cpu|cuda, IMG=…, CONTAINER_TOOL=doc
 	VARIANT=$(VARIANT) IMG=$(IMG) CONTAINER_TOOL=$(CONTAINER_TOOL) PLATFORMS=$(PLATFORMS) \
 		bash ci/build-image.sh $(IMAGE_BUILD_FLAGS)
 
+# Not under the release's name unless IMG is given: an offline CPU image cannot load torchvision
+# (docker/README.md), and `make push` would publish it under that name.
 .PHONY: image-offline
-image-offline: ## Build the image with rootful podman, no registry needed, for this machine's platform (VARIANT=cpu|cuda); push: sudo make push CONTAINER_TOOL=podman
-	VARIANT=$(VARIANT) IMG=$(IMG) bash ci/podman/build-offline.sh $(IMAGE_BUILD_FLAGS)
+image-offline: ## Build the image with rootful podman, no registry needed, as localhost/pytorchjob-mnist/trainer:dev-<variant> unless IMG=… (VARIANT=cpu|cuda)
+	VARIANT=$(VARIANT) $(if $(filter file,$(origin IMG)),,IMG=$(IMG)) bash ci/podman/build-offline.sh $(IMAGE_BUILD_FLAGS)
 
 .PHONY: push
 push: ## Push the image `make image` built from this commit (same VARIANT/IMG) and print its digest

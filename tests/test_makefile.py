@@ -1,6 +1,7 @@
 """The Makefile runs from the repository only: its paths are relative to it."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -55,3 +56,17 @@ def test_the_dev_venv_refuses_a_python_older_than_3_11(tmp_path):
     assert result.returncode == 2
     assert "the dev venv needs Python 3.11 or newer, and" in result.stderr and "is 3.10.14" in result.stderr
     assert not (checkout / ".venv").exists()
+
+
+def test_offline_images_get_the_release_name_only_when_asked():
+    """An offline CPU image cannot load torchvision: under make image's release name by default,
+    a later `make push` would publish it as the release's image."""
+    def offline_build(*args: str, **env: str) -> str:
+        result = subprocess.run(["make", "-n", "image-offline", *args], cwd=REPO, capture_output=True, text=True,
+                                env={k: v for k, v in os.environ.items() if k != "IMG"} | env)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    assert "IMG=" not in offline_build(), "build-offline.sh's own localhost/...:dev-<variant> applies"
+    assert "IMG=registry.example.com/ml/trainer:dev" in offline_build("IMG=registry.example.com/ml/trainer:dev")
+    assert "IMG=registry.example.com/ml/trainer:env" in offline_build(IMG="registry.example.com/ml/trainer:env")
