@@ -28,8 +28,11 @@ created="${CREATED:-$(date -u ${SOURCE_DATE_EPOCH:+-d "@$SOURCE_DATE_EPOCH"} +%Y
 
 # docker: `buildx build` runs on the builder `docker buildx use` selected; plain `docker build`
 # always takes the engine's default builder, which cannot build several platforms.
+# podman also answers as `docker` (the podman-docker package) and has no buildx: ask the tool.
 build=(build)
-case "$(basename "$tool")" in *docker*) build=(buildx build) ;; esac
+if [[ "$(basename "$tool")" == *docker* ]] && ! "$tool" --version 2>/dev/null | grep -qi podman; then
+  build=(buildx build)
+fi
 if [[ "${build[0]}" == buildx ]] && ! "$tool" buildx version >/dev/null 2>&1; then
   echo "docker buildx is not installed, and the Dockerfile needs BuildKit: install the buildx plugin" \
     "(docker-buildx-plugin from Docker's repository, docker-buildx on Debian/Ubuntu), or use CONTAINER_TOOL=podman." >&2

@@ -15,11 +15,14 @@ BUILD_SCRIPT = REPO / "ci" / "build-image.sh"
 PYPROJECT_VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
 
 
-def make_recording_tool(directory: Path, name: str, buildx: bool = True) -> tuple[Path, Path]:
-    """A container tool that records a build's arguments; `buildx version` answers as `buildx` says."""
+def make_recording_tool(directory: Path, name: str, buildx: bool = True,
+                        version: str = "Docker version 27.5.1") -> tuple[Path, Path]:
+    """A container tool that records a build's arguments; `buildx version` answers as `buildx` says,
+    and `--version` with `version`."""
     record = directory / "args"
     tool = directory / name
     tool.write_text(f'#!/bin/sh\nif [ "$1 $2" = "buildx version" ]; then exit {0 if buildx else 1}; fi\n'
+                    f'if [ "$1" = "--version" ]; then echo "{version}"; exit 0; fi\n'
                     f'printf "%s\\n" "$@" > "{record}"\n')
     tool.chmod(0o755)
     return tool, record
@@ -112,6 +115,15 @@ def test_podman_builds_with_plain_build_into_a_manifest(recording_podman):
     args = record.read_text().splitlines()
     assert args[0] == "build" and "--load" not in args
     assert ("--manifest", "t:multi") in list(zip(args, args[1:]))
+
+
+def test_podman_answering_as_docker_builds_with_plain_build(tmp_path):
+    """The podman-docker package's `docker` is podman, which has no buildx."""
+    tool, record = make_recording_tool(tmp_path, "docker", buildx=False, version="podman version 4.3.1")
+    result = build(tool, IMG="example.com/trainer:1-cpu")
+    assert result.returncode == 0, result.stderr
+    args = record.read_text().splitlines()
+    assert args[0] == "build" and "--load" not in args
 
 
 def test_docker_without_buildx_is_refused_naming_the_plugin(tmp_path):
