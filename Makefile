@@ -34,7 +34,8 @@ CONTAINER_TOOL ?= $(shell docker info >/dev/null 2>&1 || ! command -v podman >/d
 # Cluster nodes are mostly amd64; a laptop (an Apple-silicon Mac, say) would otherwise build its own arch.
 PLATFORMS ?= linux/amd64
 IMAGE_BUILD_FLAGS ?=
-# `make push` pushes only an image of this checkout's commit; ALLOW_UNCOMMITTED=1 pushes another one too.
+# `make push` (and `make image IMAGE_BUILD_FLAGS=--push`) publish only this checkout's commit;
+# ALLOW_UNCOMMITTED=1 publishes another one too.
 ALLOW_UNCOMMITTED ?=
 
 ##@ Everyday
@@ -85,7 +86,7 @@ crds: venv ## Regenerate the PyTorchJob CRD template from Kubernetes' OpenAPI de
 .PHONY: image
 image: ## Build the trainer image (VARIANT=cpu|cuda, IMG=…, CONTAINER_TOOL=docker|podman, PLATFORMS=…)
 	VARIANT=$(VARIANT) IMG=$(IMG) CONTAINER_TOOL=$(CONTAINER_TOOL) PLATFORMS=$(PLATFORMS) \
-		bash ci/build-image.sh $(IMAGE_BUILD_FLAGS)
+		ALLOW_UNCOMMITTED=$(ALLOW_UNCOMMITTED) bash ci/build-image.sh $(IMAGE_BUILD_FLAGS)
 
 # Not under the release's name unless IMG is given: an offline CPU image cannot load torchvision
 # (docker/README.md), and `make push` would publish it under that name.

@@ -3,7 +3,7 @@
 # so do ci/podman/build-offline.sh and ci/e2e-kind.sh. Extra arguments go to `<tool> build` as-is.
 #
 #   VARIANT=cpu|cuda  IMG=<name:tag>  CONTAINER_TOOL=docker|podman  PLATFORMS=linux/amd64[,linux/arm64]
-#   ci/build-image.sh [--build-arg KEY=VALUE ...]
+#   [ALLOW_UNCOMMITTED=1]  ci/build-image.sh [--build-arg KEY=VALUE ...]
 # Several PLATFORMS need a destination for the multi-arch result, which no single local tag can
 # hold: `--push` with docker, `--manifest <name>` with podman; without one the build is refused.
 set -euo pipefail
@@ -48,6 +48,12 @@ done
 if [[ "${build[0]}" == build && -n "$push" ]]; then
   echo "--push is a docker buildx flag that \`$tool build\` does not take: build with" \
     "IMAGE_BUILD_FLAGS='--manifest <name>', then \`$tool manifest push <name> <registry>/<image>:<tag>\`." >&2
+  exit 2
+fi
+# --push publishes straight from the build, past make push's check that the image is this commit's.
+if [[ -n "$push" && ( "$revision" == *-dirty || "$revision" == unknown ) && "${ALLOW_UNCOMMITTED:-}" != 1 ]]; then
+  echo "--push would publish uncommitted edits (revision $revision): commit them first, or set" \
+    "ALLOW_UNCOMMITTED=1 to publish them anyway." >&2
   exit 2
 fi
 if [[ "${PLATFORMS:-}" == *,* && -z "$destination" ]]; then

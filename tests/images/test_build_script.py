@@ -89,6 +89,9 @@ def test_the_revision_label_marks_uncommitted_edits(tmp_path, recording_tool):
     assert revision_label() == commit
     (repo / "pyproject.toml").write_text('version = "1.2.4"\n')
     assert revision_label() == commit + "-dirty"
+    refused = build(tool, "--push", script=script, IMG="t:cpu")
+    assert refused.returncode == 2 and f"--push would publish uncommitted edits (revision {commit}-dirty)" in refused.stderr
+    assert build(tool, "--push", script=script, IMG="t:cpu", ALLOW_UNCOMMITTED="1").returncode == 0
 
 
 def test_podman_is_told_how_to_publish_instead_of_push(recording_podman):
@@ -102,7 +105,9 @@ def test_podman_is_told_how_to_publish_instead_of_push(recording_podman):
 
 def test_platforms(recording_tool):
     tool, record = recording_tool
-    assert build(tool, "--push", IMG="t:cpu", PLATFORMS="linux/amd64,linux/arm64").returncode == 0
+    # A committed revision, whatever state this checkout is in: --push refuses uncommitted edits.
+    pushed = build(tool, "--push", IMG="t:cpu", PLATFORMS="linux/amd64,linux/arm64", REVISION="0" * 40)
+    assert pushed.returncode == 0, pushed.stderr
     args = record.read_text().splitlines()
     assert args[args.index("--platform") + 1] == "linux/amd64,linux/arm64"
     assert "--load" not in args, "a pushed build is not loaded"
