@@ -68,6 +68,13 @@ args=("${build[@]}" --file "$repo/docker/Dockerfile" --tag "$IMG"
   --label "org.opencontainers.image.version=$version"
   --label "org.opencontainers.image.revision=$revision"
   --label "org.opencontainers.image.created=$created")
+# In GitHub Actions, a fork's images link to the fork (GHCR shows and permits by the source label);
+# elsewhere the Dockerfile's upstream project labels stay.
+if [[ -n "${GITHUB_REPOSITORY:-}" ]]; then
+  project="${GITHUB_SERVER_URL:-https://github.com}/$GITHUB_REPOSITORY"
+  args+=(--label "org.opencontainers.image.source=$project" --label "org.opencontainers.image.url=$project"
+    --label "org.opencontainers.image.documentation=$project/blob/main/docker/README.md")
+fi
 if [[ -n "${PLATFORMS:-}" ]]; then
   args+=(--platform "$PLATFORMS")
 fi

@@ -39,7 +39,8 @@ def recording_podman(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def build(tool: Path, *extra: str, script: Path = BUILD_SCRIPT, **env: str) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if k not in {"VARIANT", "IMG", "PLATFORMS", "VERSION", "REVISION", "CREATED"}}
+    clean = {k: v for k, v in os.environ.items()
+             if k not in {"VARIANT", "IMG", "PLATFORMS", "VERSION", "REVISION", "CREATED", "GITHUB_REPOSITORY"}}
     return subprocess.run([str(script), *extra], capture_output=True, text=True,
                           env={**clean, "CONTAINER_TOOL": str(tool), **env})
 
@@ -66,6 +67,15 @@ def test_passes_variant_labels_and_context(recording_tool):
         "org.opencontainers.image.created": "2023-11-14T22:13:20Z",
     }
     assert "--platform" not in args, "no PLATFORMS: build for the host"
+
+
+def test_a_fork_built_in_github_actions_labels_its_own_repository(recording_tool):
+    tool, record = recording_tool
+    assert build(tool, IMG="t:cpu", GITHUB_REPOSITORY="someone/fork", GITHUB_SERVER_URL="https://github.com").returncode == 0
+    args = record.read_text().splitlines()
+    labels = dict(b.split("=", 1) for a, b in zip(args, args[1:]) if a == "--label")
+    assert labels["org.opencontainers.image.source"] == "https://github.com/someone/fork"
+    assert labels["org.opencontainers.image.documentation"] == "https://github.com/someone/fork/blob/main/docker/README.md"
 
 
 def test_the_revision_label_marks_uncommitted_edits(tmp_path, recording_tool):
