@@ -63,11 +63,16 @@ if [[ "${PLATFORMS:-}" == *,* && -z "$destination" ]]; then
   exit 2
 fi
 
-args=("${build[@]}" --file "$repo/docker/Dockerfile" --tag "$IMG"
+args=("${build[@]}" --file "$repo/docker/Dockerfile"
   --build-arg "VARIANT=$variant"
   --label "org.opencontainers.image.version=$version"
   --label "org.opencontainers.image.revision=$revision"
   --label "org.opencontainers.image.created=$created")
+# buildx pushes several platforms to the tag; podman puts them in the --manifest, and would tag
+# only one of them as $IMG, which `make push` would then publish as if it were all.
+if [[ "${build[0]}" == buildx || "${PLATFORMS:-}" != *,* ]]; then
+  args+=(--tag "$IMG")
+fi
 # In GitHub Actions, a fork's images link to the fork (GHCR shows and permits by the source label);
 # elsewhere the Dockerfile's upstream project labels stay.
 if [[ -n "${GITHUB_REPOSITORY:-}" ]]; then

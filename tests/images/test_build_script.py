@@ -130,6 +130,7 @@ def test_podman_builds_with_plain_build_into_a_manifest(recording_podman):
     args = record.read_text().splitlines()
     assert args[0] == "build" and "--load" not in args
     assert ("--manifest", "t:multi") in list(zip(args, args[1:]))
+    assert "--tag" not in args, "a local t:cpu would hold one platform, which make push would publish as all"
 
 
 def test_podman_answering_as_docker_builds_with_plain_build(tmp_path):
