@@ -18,8 +18,8 @@
 #
 # Environment: KIND_CLUSTER (default pytorchjob-mnist-e2e), KIND_NODE_IMAGE (kind's default),
 # KEEP_CLUSTER=1 (don't delete the cluster), SKIP_BUILD=1 (reuse E2E_IMAGE), JOB_TIMEOUT (seconds, 900),
-# HELM / KUBECTL (default: .tools/bin from `make tools`, Helm 4 before 3, else PATH), KIND_LOGS_DIR (on failure, the
-# nodes' logs go there: kubelet, containerd, the control plane).
+# HELM / KUBECTL (default: .tools/bin from `make tools`, Helm 4 before 3, else PATH), KIND_LOGS_DIR
+# (on failure, the nodes' logs go there: kubelet, containerd, the control plane).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
