@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.support.helm import REPO
+from tests.support.helm import REPO, set_chart_field
 from tests.support.registry import MISSING as REGISTRY_MISSING, serve_registry
 from tests.support.workflows import WORKFLOWS, lint_problems
 
@@ -43,8 +43,7 @@ def test_release_workflow_publishes_the_images_and_charts_of_the_tagged_version(
     assert fork.returncode == 1 and "pushes ghcr.io/someone/trainer" in fork.stdout, "the chart must pull what is pushed"
     shutil.copytree(REPO / "charts" / "pytorchjob-mnist", tmp_path / "charts" / "pytorchjob-mnist")
     shutil.copy(REPO / "pyproject.toml", tmp_path)
-    chart_yaml = tmp_path / "charts" / "pytorchjob-mnist" / "Chart.yaml"
-    chart_yaml.write_text(re.sub(r"^appVersion: .*$", 'appVersion: "9.9.9"', chart_yaml.read_text(), flags=re.M))
+    set_chart_field(tmp_path / "charts" / "pytorchjob-mnist", "appVersion", '"9.9.9"')
     stale = checked(f"v{version}", "pytorchjob-mnist", root=tmp_path)
     assert stale.returncode == 1, "the chart's default image tag is <appVersion>-<variant>"
     assert "appVersion is 9.9.9" in stale.stdout and f'set appVersion: "{version}"' in stale.stdout
@@ -77,8 +76,7 @@ def history(tmp_path):
             with open(clone / chart / "values.yaml", "a") as values:
                 values.write(f"# changed for {tag}\n")
             if version:
-                chart_yaml = clone / chart / "Chart.yaml"
-                chart_yaml.write_text(re.sub(r"^version: .*$", f"version: {version}", chart_yaml.read_text(), flags=re.M))
+                set_chart_field(clone / chart, "version", version)
         subprocess.run([*git, "commit", "--quiet", "--allow-empty", "-am", tag], check=True)
         subprocess.run([*git, "tag", tag], check=True)
         return subprocess.run(["bash", str(CHECK)], cwd=clone, capture_output=True, text=True)
@@ -131,8 +129,7 @@ def test_publishing_pushes_each_chart_version_the_registry_lacks(helm, tmp_path)
         assert again.returncode == 0, again.stderr
         assert again.stdout.splitlines() == [f"{name} {version} is published already" for name, version in versions.items()]
 
-        chart_yaml = checkout / "charts" / "pytorchjob-mnist" / "Chart.yaml"
-        chart_yaml.write_text(re.sub(r"^version: .*$", "version: 99.0.0", chart_yaml.read_text(), flags=re.M))
+        set_chart_field(checkout / "charts" / "pytorchjob-mnist", "version", "99.0.0")
         bumped = publish(destination)
         assert bumped.returncode == 0, bumped.stderr
         assert bumped.stdout.splitlines()[0] == f"training-operator {versions['training-operator']} is published already"

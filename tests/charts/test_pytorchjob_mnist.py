@@ -12,7 +12,8 @@ import yaml
 
 from tests.support.crd import load_pytorchjob_crd, validate_custom_object
 from tests.support.dockerfile import runtime_env
-from tests.support.helm import REPO, SCHEMA_REFUSAL, by_kind, notes_preview_chart, one, render_notes, umbrella_chart
+from tests.support.helm import (REPO, SCHEMA_REFUSAL, by_kind, notes_preview_chart, one, render_notes,
+                                set_chart_field, umbrella_chart)
 from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
 from tests.support.pss import restricted_violations
 from trainer.runtime import CPU_REQUEST_ENV
@@ -598,8 +599,7 @@ def test_a_new_chart_version_alone_leaves_the_pytorchjob_unchanged(helm, tmp_pat
     must not restart a running job through its helm.sh/chart label. Other objects keep the label."""
     bumped = tmp_path / CHART.name
     shutil.copytree(CHART, bumped)
-    chart_yaml = bumped / "Chart.yaml"
-    chart_yaml.write_text(re.sub(r"^version: .*$", "version: 99.0.0", chart_yaml.read_text(), flags=re.M))
+    set_chart_field(bumped, "version", "99.0.0")
     before, after = helm.render(CHART), helm.render(bumped)
     assert one(before, "PyTorchJob") == one(after, "PyTorchJob")
     assert one(after, "PersistentVolumeClaim")["metadata"]["labels"]["helm.sh/chart"] == "pytorchjob-mnist-99.0.0"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -67,6 +68,12 @@ def _set_literal(value: object) -> str:
     if isinstance(value, (list, tuple)):
         return "{" + ",".join(_set_literal(v) for v in value) + "}"
     return str(value)
+
+
+def set_chart_field(chart: Path, key: str, value: str) -> None:
+    """Rewrite one top-level field of chart/Chart.yaml in place, leaving the rest of the file as it is."""
+    chart_yaml = chart / "Chart.yaml"
+    chart_yaml.write_text(re.sub(rf"^{key}: .*$", f"{key}: {value}", chart_yaml.read_text(), flags=re.M))
 
 
 def umbrella_chart(chart: Path, directory: Path) -> Path:
