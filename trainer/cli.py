@@ -193,51 +193,6 @@ def shared_settings(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
-def load_data(args: argparse.Namespace, ctx: DistContext, reporter: Reporter,
-              resumed_dataset: str | None = None) -> datasets.Dataset:
-    """Download in turns, then load everywhere.
-
-    Rank 0 downloads first, so pods that share a volume never write the same files at once; then
-    the first process of every other pod fetches what its own filesystem lacks (nothing, on a
-    shared volume). After each turn all ranks agree on the outcome, so a failed download cannot
-    strand a peer at a barrier. A resumed run keeps the dataset its checkpoint trained on, so
-    whether the download works this time cannot switch it to or from the fallback.
-    """
-    if resumed_dataset not in (None, args.dataset) and resumed_dataset == args.fallback_dataset:
-        reporter.info(f"The run being resumed trained on {resumed_dataset} (--fallback-dataset), so it goes on with it.")
-        return _load_local(resumed_dataset, args)
-    loaded, failure = None, None
-    for my_turn in (ctx.rank == 0, ctx.local_rank == 0 and ctx.rank != 0):
-        if my_turn:
-            try:
-                loaded = datasets.load(args.dataset, args.data_dir, download=True)
-            except datasets.DatasetUnavailable as error:
-                failure = error
-        # Patient: the others wait here while this turn downloads, which may outlast --pg-timeout.
-        if not ctx.all_true(failure is None, patient=True):
-            return _load_fallback(args, failure, reporter, resumed=resumed_dataset == args.dataset)
-    if loaded is None:
-        return _load_local(args.dataset, args)
-    return loaded.limited(args.limit_train, args.limit_test)
-
-
-def _load_local(name: str, args: argparse.Namespace) -> datasets.Dataset:
-    return datasets.load(name, args.data_dir, download=False).limited(args.limit_train, args.limit_test)
-
-
-def _load_fallback(args: argparse.Namespace, failure: Exception | None, reporter: Reporter,
-                   resumed: bool) -> datasets.Dataset:
-    reason = failure or datasets.DatasetUnavailable(f"{args.dataset} could not be prepared on a peer pod; see its log")
-    if args.fallback_dataset is None:
-        raise reason
-    if resumed:
-        raise datasets.DatasetUnavailable(f"{reason}\nThe run being resumed trained on {args.dataset}, so it does "
-                                          f"not fall back to {args.fallback_dataset}.")
-    reporter.info(str(reason))
-    reporter.info(f"Training on {args.fallback_dataset} instead (--fallback-dataset).")
-    return _load_local(args.fallback_dataset, args)
-
-
 def run(args: argparse.Namespace) -> dict:
     use_cuda = not args.no_cuda and torch.cuda.is_available()
     ctx = init(args.backend, use_cuda, args.pg_timeout, args.startup_timeout)
@@ -273,7 +228,11 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
     store = CheckpointStore(args.checkpoint_dir, args.keep_checkpoints) if args.checkpoint_dir else None
     latest = read_latest_checkpoint(store, ctx)
     _, resumed = latest
-    data = load_data(args, ctx, reporter, resumed_dataset=resumed["settings"].get("dataset") if resumed else None)
+    data = datasets.load_in_turns(
+        ctx, args.dataset, args.data_dir, fallback=args.fallback_dataset,
+        resumed_name=resumed["settings"].get("dataset") if resumed else None,
+        limit_train=args.limit_train, limit_test=args.limit_test, info=reporter.info,
+    )
     if len(data.train_labels) < ctx.world_size:
         raise LaunchError(
             f"{len(data.train_labels)} training samples cannot be split over {ctx.world_size} ranks; "

@@ -1,4 +1,5 @@
-"""Datasets as normalized in-memory tensors, and the per-epoch shards each rank trains on.
+"""Datasets as normalized in-memory tensors, how the ranks fetch them, and the per-epoch shards
+each rank trains on.
 
 Every image is decoded and normalized once at start-up; batches are then plain tensor
 indexing (no DataLoader, no per-sample PIL or transform work).
@@ -9,9 +10,12 @@ import socket
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
+
+from trainer.distributed import DistContext
 
 TORCHVISION_DATASETS = {"fashion-mnist": "FashionMNIST", "mnist": "MNIST"}
 GENERATED_DATASETS = ("digits", "synthetic")
@@ -85,6 +89,45 @@ def load(name: str, data_dir: str | Path, download: bool) -> Dataset:
     if name == "synthetic":
         return _make_synthetic()
     raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+
+
+def load_in_turns(ctx: DistContext, name: str, data_dir: str | Path, *, fallback: str | None = None,
+                  resumed_name: str | None = None, limit_train: int | None = None, limit_test: int | None = None,
+                  info: Callable[[str], None]) -> Dataset:
+    """Download in turns, then load on every rank.
+
+    Rank 0 downloads first, so pods that share a volume never write the same files at once; then
+    the first process of every other pod fetches what its own filesystem lacks (nothing, on a
+    shared volume). After each turn all ranks agree on the outcome, so a failed download cannot
+    strand a peer at a barrier. A resumed run keeps the dataset its checkpoint trained on
+    (`resumed_name`), so whether the download works this time cannot switch it to or from
+    `fallback`.
+    """
+    def read(which: str) -> Dataset:
+        return load(which, data_dir, download=False).limited(limit_train, limit_test)
+
+    if resumed_name not in (None, name) and resumed_name == fallback:
+        info(f"The run being resumed trained on {resumed_name} (--fallback-dataset), so it goes on with it.")
+        return read(resumed_name)
+    loaded, failure = None, None
+    for my_turn in (ctx.rank == 0, ctx.local_rank == 0 and ctx.rank != 0):
+        if my_turn:
+            try:
+                loaded = load(name, data_dir, download=True)
+            except DatasetUnavailable as error:
+                failure = error
+        # Patient: the others wait here while this turn downloads, which may outlast --pg-timeout.
+        if not ctx.all_true(failure is None, patient=True):
+            reason = failure or DatasetUnavailable(f"{name} could not be prepared on a peer pod; see its log")
+            if fallback is None:
+                raise reason
+            if resumed_name == name:
+                raise DatasetUnavailable(f"{reason}\nThe run being resumed trained on {name}, so it does not "
+                                         f"fall back to {fallback}.")
+            info(str(reason))
+            info(f"Training on {fallback} instead (--fallback-dataset).")
+            return read(fallback)
+    return read(name) if loaded is None else loaded.limited(limit_train, limit_test)
 
 
 def _load_torchvision(name: str, data_dir: str | Path, download: bool) -> Dataset:

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -17,7 +16,7 @@ import torch
 from tests.support.procs import children, free_port, run_trainer, trainer_env
 from trainer import data as datasets
 from trainer.benchmark import write_idx_dataset
-from trainer.cli import build_parser, load_data, parse_args, shared_settings
+from trainer.cli import build_parser, parse_args, shared_settings
 from trainer.model import Net
 from trainer.runtime import native_bf16
 
@@ -99,64 +98,6 @@ def test_save_model_into_an_unwritable_current_directory_fails_before_training(t
     assert "--save-model writes mnist_cnn.pt to the current directory, but /sys is not writable (" in message
     assert "). Pass --output-dir with a writable directory." in message
     assert parse_args(["--save-model", "--dir", "", "--output-dir", str(tmp_path / "out")]).output_dir
-
-
-class _TurnRecorder:
-    """A rank's view of load_data: what it loads and when it waits for the others."""
-
-    def __init__(self, rank: int, local_rank: int, peers_succeed: bool = True) -> None:
-        self.rank, self.local_rank, self.peers_succeed = rank, local_rank, peers_succeed
-        self.events: list[str] = []
-
-    def all_true(self, flag: bool, patient: bool = False) -> bool:
-        assert patient, "a download may outlast --pg-timeout"
-        self.events.append("wait")
-        return flag and self.peers_succeed
-
-    def load(self, name, root, download):
-        self.events.append("download" if download else "read")
-        return SimpleNamespace(limited=lambda train, test: name)
-
-
-@pytest.mark.parametrize("rank,local_rank,expected", [
-    (0, 0, ["download", "wait", "wait"]),  # first, alone: pods may share one volume
-    (1, 1, ["wait", "wait", "read"]),
-    (2, 0, ["wait", "download", "wait"]),  # then one process per other pod, for a volume of its own
-    (3, 1, ["wait", "wait", "read"]),
-])
-def test_datasets_download_in_turns_rank_zero_first_then_one_process_per_pod(monkeypatch, rank, local_rank, expected):
-    ranked = _TurnRecorder(rank, local_rank)
-    monkeypatch.setattr(datasets, "load", ranked.load)
-    args = parse_args(["--dataset", "mnist", "--dir", ""])
-    assert load_data(args, ranked, reporter=None) == "mnist"
-    assert ranked.events == expected
-
-
-def test_a_failed_download_on_rank_zero_sends_every_rank_to_the_fallback_at_the_first_wait(monkeypatch):
-    ranked = _TurnRecorder(rank=2, local_rank=0, peers_succeed=False)
-    monkeypatch.setattr(datasets, "load", ranked.load)
-    args = parse_args(["--dataset", "mnist", "--fallback-dataset", "digits", "--dir", ""])
-    assert load_data(args, ranked, reporter=SimpleNamespace(info=lambda line: None)) == "digits"
-    assert ranked.events == ["wait", "read"], "no download of its own, no second wait for a turn"
-
-
-def test_a_run_resumed_on_the_fallback_goes_on_with_it_without_a_download(monkeypatch):
-    """Its first attempt could not download; a restart that could must not switch datasets mid-run."""
-    ranked = _TurnRecorder(rank=0, local_rank=0)
-    monkeypatch.setattr(datasets, "load", ranked.load)
-    args = parse_args(["--dataset", "mnist", "--fallback-dataset", "digits", "--dir", ""])
-    assert load_data(args, ranked, reporter=SimpleNamespace(info=lambda line: None), resumed_dataset="digits") == "digits"
-    assert ranked.events == ["read"], "no download and no turns: every rank reads its copy"
-
-
-def test_a_run_resumed_on_its_dataset_does_not_fall_back_when_the_download_fails(monkeypatch):
-    """It fails as a missing dataset does, where a fresh run would take the fallback."""
-    ranked = _TurnRecorder(rank=2, local_rank=0, peers_succeed=False)
-    monkeypatch.setattr(datasets, "load", ranked.load)
-    args = parse_args(["--dataset", "mnist", "--fallback-dataset", "digits", "--dir", ""])
-    with pytest.raises(datasets.DatasetUnavailable, match="The run being resumed trained on mnist, so it does not "
-                                                          "fall back to digits"):
-        load_data(args, ranked, reporter=SimpleNamespace(info=lambda line: None), resumed_dataset="mnist")
 
 
 def test_resumed_runs_keep_their_dataset_whichever_downloads_work(tmp_path):

@@ -1,6 +1,7 @@
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -132,3 +133,61 @@ def test_limited_takes_the_first_samples():
     ds = full.limited(100, 30)
     assert torch.equal(ds.train_images, full.train_images[:100]) and torch.equal(ds.train_labels, full.train_labels[:100])
     assert torch.equal(ds.test_images, full.test_images[:30]) and torch.equal(ds.test_labels, full.test_labels[:30])
+
+
+class _TurnRecorder:
+    """A rank's view of load_in_turns: what it loads and when it waits for the others."""
+
+    def __init__(self, rank: int, local_rank: int, peers_succeed: bool = True) -> None:
+        self.rank, self.local_rank, self.peers_succeed = rank, local_rank, peers_succeed
+        self.events: list[str] = []
+        self.said: list[str] = []
+
+    def all_true(self, flag: bool, patient: bool = False) -> bool:
+        assert patient, "a download may outlast --pg-timeout"
+        self.events.append("wait")
+        return flag and self.peers_succeed
+
+    def load(self, name, root, download):
+        self.events.append("download" if download else "read")
+        return SimpleNamespace(limited=lambda train, test: name)
+
+    def load_in_turns(self, monkeypatch, fallback=None, resumed_name=None):
+        monkeypatch.setattr(data, "load", self.load)
+        return data.load_in_turns(self, "mnist", "data", fallback=fallback, resumed_name=resumed_name,
+                                  info=self.said.append)
+
+
+@pytest.mark.parametrize("rank,local_rank,expected", [
+    (0, 0, ["download", "wait", "wait"]),  # first, alone: pods may share one volume
+    (1, 1, ["wait", "wait", "read"]),
+    (2, 0, ["wait", "download", "wait"]),  # then one process per other pod, for a volume of its own
+    (3, 1, ["wait", "wait", "read"]),
+])
+def test_datasets_download_in_turns_rank_zero_first_then_one_process_per_pod(monkeypatch, rank, local_rank, expected):
+    ranked = _TurnRecorder(rank, local_rank)
+    assert ranked.load_in_turns(monkeypatch) == "mnist"
+    assert ranked.events == expected
+
+
+def test_a_failed_download_on_rank_zero_sends_every_rank_to_the_fallback_at_the_first_wait(monkeypatch):
+    ranked = _TurnRecorder(rank=2, local_rank=0, peers_succeed=False)
+    assert ranked.load_in_turns(monkeypatch, fallback="digits") == "digits"
+    assert ranked.events == ["wait", "read"], "no download of its own, no second wait for a turn"
+    assert ranked.said == ["mnist could not be prepared on a peer pod; see its log",
+                           "Training on digits instead (--fallback-dataset)."]
+
+
+def test_a_run_resumed_on_the_fallback_goes_on_with_it_without_a_download(monkeypatch):
+    """Its first attempt could not download; a restart that could must not switch datasets mid-run."""
+    ranked = _TurnRecorder(rank=0, local_rank=0)
+    assert ranked.load_in_turns(monkeypatch, fallback="digits", resumed_name="digits") == "digits"
+    assert ranked.events == ["read"], "no download and no turns: every rank reads its copy"
+
+
+def test_a_run_resumed_on_its_dataset_does_not_fall_back_when_the_download_fails(monkeypatch):
+    """It fails as a missing dataset does, where a fresh run would take the fallback."""
+    ranked = _TurnRecorder(rank=2, local_rank=0, peers_succeed=False)
+    with pytest.raises(data.DatasetUnavailable, match="The run being resumed trained on mnist, so it does not "
+                                                      "fall back to digits"):
+        ranked.load_in_turns(monkeypatch, fallback="digits", resumed_name="mnist")
