@@ -355,9 +355,11 @@ def test_two_releases_never_share_model_checkpoint_or_log_dirs(helm):
 def test_default_creates_a_kept_claim_mounted_in_every_replica(default_docs):
     pvc = one(default_docs, "PersistentVolumeClaim")
     assert pvc["metadata"]["name"] == "mnist-storage"
-    # Argo CD reads Helm's keep as Delete=false only; Prune=false keeps the claim out of pruning too.
+    # Argo CD reads Helm's keep as Delete=false only; Prune=false keeps the claim out of pruning too,
+    # and IgnoreExtraneous keeps the unpruned claim from holding the app OutOfSync.
     assert pvc["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep",
-                                              "argocd.argoproj.io/sync-options": "Prune=false"}
+                                              "argocd.argoproj.io/sync-options": "Prune=false",
+                                              "argocd.argoproj.io/compare-options": "IgnoreExtraneous"}
     assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"] and "storageClassName" not in pvc["spec"]
     assert pvc["spec"]["resources"]["requests"]["storage"] == "5Gi"
     assert not by_kind(default_docs, "PersistentVolume")
@@ -594,15 +596,19 @@ def test_tensorboard_without_allowed_peers_accepts_no_connection(helm, tmp_path)
     assert tensorboard["spec"]["ingress"] == []
 
 
-def test_a_new_chart_version_alone_leaves_the_pytorchjob_unchanged(helm, tmp_path):
-    """Argo CD replaces a changed job (Replace=true): a release that bumps only the chart's version
-    must not restart a running job through its helm.sh/chart label. Other objects keep the label."""
+def test_a_new_release_alone_leaves_a_pinned_pytorchjob_unchanged(helm, tmp_path):
+    """Argo CD replaces a changed job (Replace=true): a release that bumps only the chart's versions
+    must not restart a running job whose image is pinned, through its helm.sh/chart or
+    app.kubernetes.io/version label. Other objects keep the labels."""
     bumped = tmp_path / CHART.name
     shutil.copytree(CHART, bumped)
     set_chart_field(bumped, "version", "99.0.0")
-    before, after = helm.render(CHART), helm.render(bumped)
+    set_chart_field(bumped, "appVersion", "99.0.0")
+    pinned = {"set_values": {"image.tag": "2026-08-01-cpu"}}
+    before, after = helm.render(CHART, **pinned), helm.render(bumped, **pinned)
     assert one(before, "PyTorchJob") == one(after, "PyTorchJob")
-    assert one(after, "PersistentVolumeClaim")["metadata"]["labels"]["helm.sh/chart"] == "pytorchjob-mnist-99.0.0"
+    labels = one(after, "PersistentVolumeClaim")["metadata"]["labels"]
+    assert (labels["helm.sh/chart"], labels["app.kubernetes.io/version"]) == ("pytorchjob-mnist-99.0.0", "99.0.0")
 
 
 def test_placement_labels_annotations_and_pull_settings(rendered):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 from tests.support.helm import (REPO, SCHEMA_REFUSAL, Helm, by_kind, notes_preview_chart, one, render_notes,
-                                 umbrella_chart)
+                                 set_chart_field, umbrella_chart)
 from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
 from tests.support.pss import container_violations, restricted_violations
 
@@ -488,16 +489,22 @@ def test_image_digest_pins_the_image(helm):
 
 def test_crd_toggles(helm):
     crd = one(render(helm), "CustomResourceDefinition")
-    # Kept from Helm's uninstall and, once an Argo CD app stops rendering it, from Argo CD's pruning.
+    # Kept from Helm's uninstall and, once an Argo CD app stops rendering it, from Argo CD's pruning,
+    # without holding the app OutOfSync.
     assert crd["metadata"]["annotations"] == {
         "helm.sh/resource-policy": "keep",
         "argocd.argoproj.io/sync-options": "ServerSideApply=true,Prune=false",
+        "argocd.argoproj.io/compare-options": "IgnoreExtraneous",
     }
     unkept = one(render(helm, **{"crds.keep": False}), "CustomResourceDefinition")
     assert unkept["metadata"]["annotations"] == {"argocd.argoproj.io/sync-options": "ServerSideApply=true"}
     bare = one(render(helm, **{"crds.annotations": None}), "CustomResourceDefinition")
     assert bare["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep",
-                                                "argocd.argoproj.io/sync-options": "Prune=false"}
+                                                "argocd.argoproj.io/sync-options": "Prune=false",
+                                                "argocd.argoproj.io/compare-options": "IgnoreExtraneous"}
+    own = one(render(helm, **{"crds.annotations.argocd\\.argoproj\\.io/compare-options": "IgnoreExtraneous"}),
+              "CustomResourceDefinition")
+    assert own["metadata"]["annotations"]["argocd.argoproj.io/compare-options"] == "IgnoreExtraneous", "not twice"
     assert "annotations" not in one(render(helm, **{"crds.annotations": None, "crds.keep": False}),
                                     "CustomResourceDefinition")["metadata"]
     assert not by_kind(render(helm, **{"crds.enabled": False}), "CustomResourceDefinition")
@@ -688,6 +695,27 @@ def test_pod_labels_cannot_change_the_selector_labels(helm):
     assert 'podLabels: "app.kubernetes.io/instance" is one of the Deployment\'s selector labels' in error
     labels = one(render(helm, **{"podLabels.team": "ml"}), "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert labels["team"] == "ml"
+
+
+def test_a_new_release_alone_leaves_the_operator_pod_unchanged(helm, tmp_path):
+    """A changed pod template restarts the operator, and until the new one is ready its webhook
+    refuses every PyTorchJob write: a release that bumps only the chart's versions must not."""
+    bumped = tmp_path / CHART.name
+    shutil.copytree(CHART, bumped)
+    set_chart_field(bumped, "version", "99.0.0")
+    set_chart_field(bumped, "appVersion", "99.0.0")
+    before, after = (one(helm.render(chart), "Deployment") for chart in (CHART, bumped))
+    assert before["spec"]["template"] == after["spec"]["template"]
+    assert after["metadata"]["labels"]["helm.sh/chart"] == "training-operator-99.0.0"
+
+
+def test_a_changed_init_container_template_restarts_the_operator(helm):
+    """The operator reads the template once, at start."""
+    def checksum(**set_values) -> str:
+        return one(render(helm, **set_values), "Deployment")["spec"]["template"]["metadata"]["annotations"][
+            "checksum/init-container"]
+
+    assert checksum(**{"initContainer.resources.limits.cpu": "200m"}) != checksum()
 
 
 def test_distinct_ports_are_rendered(helm):

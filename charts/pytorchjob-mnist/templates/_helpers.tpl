@@ -37,12 +37,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/*
-The PyTorchJob's labels: all but helm.sh/chart. That one changes with every chart version, and a
-changed job is a replaced one under Argo CD (Replace=true), which would restart a running job
-for a release that changed nothing about it.
+The PyTorchJob's labels: all but helm.sh/chart and app.kubernetes.io/version. Those change with
+every release, and a changed job is a replaced one under Argo CD (Replace=true), which would
+restart a running job for a release that changed nothing about it (a pinned image.tag or digest
+keeps the image; the default tag changes with appVersion and so restarts it anyway).
 */}}
 {{- define "pytorchjob-mnist.jobLabels" -}}
-{{- omit (include "pytorchjob-mnist.labels" . | fromYaml) "helm.sh/chart" | toYaml }}
+{{- omit (include "pytorchjob-mnist.labels" . | fromYaml) "helm.sh/chart" "app.kubernetes.io/version" | toYaml }}
 {{- end }}
 
 {{/* Image variant: the explicit value, else cuda for GPU jobs and cpu otherwise. */}}
@@ -399,8 +400,10 @@ spec:
 {{- end }}
 
 {{/* Keeps the volume: Helm on uninstall; Argo CD both on app deletion (it reads Helm's annotation
-as Delete=false) and on pruning, when the volume drops out of the rendered manifests. */}}
+as Delete=false) and on pruning, when the volume drops out of the rendered manifests, where
+IgnoreExtraneous keeps the unpruned volume from holding the app OutOfSync. */}}
 {{- define "pytorchjob-mnist.keepAnnotations" -}}
 helm.sh/resource-policy: keep
 argocd.argoproj.io/sync-options: Prune=false
+argocd.argoproj.io/compare-options: IgnoreExtraneous
 {{- end }}

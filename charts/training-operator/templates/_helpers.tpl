@@ -37,6 +37,19 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: kubeflow
 {{- end }}
 
+{{/*
+The operator pod's labels: all but helm.sh/chart and app.kubernetes.io/version, which change with
+every release. A changed pod template restarts the operator (Recreate without leader election),
+and while none runs its webhook refuses every PyTorchJob write in the cluster; a new image, or
+any setting of the pod's, still restarts it.
+*/}}
+{{- define "training-operator.podLabels" -}}
+{{- omit (include "training-operator.labels" . | fromYaml) "helm.sh/chart" "app.kubernetes.io/version" | toYaml }}
+{{- with .Values.podLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
 {{- define "training-operator.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "training-operator.fullname" .) .Values.serviceAccount.name }}
@@ -89,18 +102,24 @@ An image reference from {registry, repository, tag, digest}; usage:
 
 {{/* crds.keep keeps the CRD, and with it every PyTorchJob: Helm on uninstall; Argo CD on app
 deletion (it reads Helm's annotation as Delete=false) and on pruning, when the CRD drops out of
-the app's manifests (crds.enabled=false), through Prune=false in the app's sync options. */}}
+the app's manifests (crds.enabled=false), through Prune=false in the app's sync options. Its
+compare option IgnoreExtraneous then keeps the unpruned CRD from holding the app OutOfSync. */}}
 {{- define "training-operator.crdAnnotations" -}}
 {{- $annotations := deepCopy (default dict .Values.crds.annotations) }}
 {{- if .Values.crds.keep }}
 {{- $_ := set $annotations "helm.sh/resource-policy" "keep" }}
-{{- $syncOptions := "argocd.argoproj.io/sync-options" }}
-{{- $options := splitList "," (get $annotations $syncOptions) | compact }}
-{{- if not (has "Prune=false" $options) }}
-{{- $_ = set $annotations $syncOptions (append $options "Prune=false" | join ",") }}
-{{- end }}
+{{- $_ = include "training-operator.addOption" (dict "annotations" $annotations "key" "argocd.argoproj.io/sync-options" "option" "Prune=false") }}
+{{- $_ = include "training-operator.addOption" (dict "annotations" $annotations "key" "argocd.argoproj.io/compare-options" "option" "IgnoreExtraneous") }}
 {{- end }}
 {{- with $annotations }}{{ toYaml . }}{{ end }}
+{{- end }}
+
+{{/* Adds .option to the comma-separated list in .annotations[.key], unless it is there already. */}}
+{{- define "training-operator.addOption" -}}
+{{- $options := splitList "," (get .annotations .key) | compact }}
+{{- if not (has .option $options) }}
+{{- $_ := set .annotations .key (append $options .option | join ",") }}
+{{- end }}
 {{- end }}
 
 {{/* Where the init-container template ConfigMap is mounted in the operator's pod. */}}
