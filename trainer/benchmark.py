@@ -30,10 +30,10 @@ from torch import nn
 
 from trainer.data import Dataset, load
 from trainer.distributed import DistContext
-from trainer.loop import TrainConfig, Trainer
+from trainer.loop import TrainConfig, new_trainer
 from trainer.metrics import Reporter
 from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net
-from trainer.runtime import configure_device, native_bf16
+from trainer.runtime import native_bf16
 
 SEED_BATCH_SIZE = 64
 MFU_BATCH_SIZE = 256
@@ -143,15 +143,11 @@ def _seed_training_loop(root: Path, steps: int) -> float:
 def trainer_images_per_second(data: Dataset, batch_size: int, steps: int, precision: str) -> float:
     """This trainer's epoch loop, as `mnist-train --precision PRECISION` sets it up, over `steps` batches."""
     ctx = DistContext(0, 1, 0, 1, torch.device("cpu"), "gloo")
-    data = data.to(ctx.device, MEMORY_FORMAT)
-    configure_device(ctx.device)
     config = TrainConfig(batch_size=batch_size, precision=precision)
     for limit in (WARMUP_STEPS, steps):
-        torch.manual_seed(1)
-        net = Net().to(memory_format=MEMORY_FORMAT)
-        trainer = Trainer(net, data.limited(batch_size * limit, None), ctx, config, Reporter(False, None), None)
+        trainer = new_trainer(data.limited(batch_size * limit, None), ctx, config, Reporter(False, None), None)
         trainer.train_epoch()
-    return trainer.progress.train_images / trainer.progress.train_seconds
+    return trainer.progress.images_per_second
 
 
 def _measure(side: str, batch_size: int, steps: int, root: Path, precision: str) -> float:

@@ -34,6 +34,10 @@ class Progress:
     train_seconds: float = 0.0
     history: list[dict] = field(default_factory=list)  # one evaluation per finished epoch
 
+    @property
+    def images_per_second(self) -> float:
+        return self.train_images / self.train_seconds if self.train_seconds else 0.0
+
 
 PROGRESS_KEYS = tuple(f.name for f in fields(Progress))
 REQUIRED_KEYS = frozenset({"format", "settings", "model", "optimizer", "world_size", "rng", *PROGRESS_KEYS})

@@ -17,10 +17,10 @@ from trainer.checkpoint import CheckpointStore, IncompatibleCheckpoint
 from trainer.distributed import (BACKENDS, DistContext, LaunchError, PeersUnreachable, check_same_settings, init,
                                  shutdown)
 from trainer.fileio import NotWritableError, StorageFull, atomic_write, ensure_writable_dir, remove_partial_writes
-from trainer.loop import LR_SCHEDULES, NonFiniteLoss, TrainConfig, Trainer, read_latest_checkpoint
-from trainer.metrics import Reporter, write_metrics_json
-from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net, fold_input_normalization
-from trainer.runtime import PRECISIONS, configure_device, configure_threads, missing_compiler, resolve_precision
+from trainer.loop import LR_SCHEDULES, NonFiniteLoss, TrainConfig, new_trainer, read_latest_checkpoint
+from trainer.metrics import Reporter, final_metrics, write_metrics_json
+from trainer.model import exported_state
+from trainer.runtime import PRECISIONS, configure_threads, missing_compiler, resolve_precision
 from trainer.sigterm import exit_on_sigterm
 
 DEFAULTS = TrainConfig()  # the seed script's, for the flags it had
@@ -238,53 +238,26 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
             f"{len(data.train_labels)} training samples cannot be split over {ctx.world_size} ranks; "
             "raise --limit-train or use fewer replicas"
         )
-    data = data.to(ctx.device, MEMORY_FORMAT)
-    # After the data is loaded: from here on freed memory stays with the process, and the loading's
-    # temporary copies (about 0.6 GB) would stay with it.
-    configure_device(ctx.device)
     reporter.info(
         f"Dataset: {data.name}, {len(data.train_labels)} train / {len(data.test_labels)} test images"
     )
-    torch.manual_seed(args.seed)  # identical initial weights on every rank
-    net = Net().to(ctx.device, memory_format=MEMORY_FORMAT)
-    trainer = Trainer(net, data, ctx, train_config(args, precision), reporter, store)
+    config = train_config(args, precision)
+    trainer = new_trainer(data, ctx, config, reporter, store)
     trainer.resume(latest)
     result = trainer.fit()
-    progress = trainer.progress
-    metrics = {
-        "run_id": args.run_id,
-        "dataset": data.name,
-        "epochs": args.epochs,
-        "world_size": ctx.world_size,
-        "precision": precision,
-        "batch_size": args.batch_size,
-        "global_batch_size": args.batch_size * ctx.world_size,
-        "accuracy": result.accuracy,
-        "val_loss": result.loss,
-        "test_samples": result.count,
-        "steps": progress.step,
-        "train_images": progress.train_images,
-        "train_seconds": progress.train_seconds,
-        "images_per_second": progress.train_images / progress.train_seconds if progress.train_seconds else 0.0,
-        "history": progress.history,
-    }
-    metrics["model_tflops_per_second"] = metrics["images_per_second"] * TRAIN_FLOPS_PER_IMAGE / 1e12
+    metrics = final_metrics(args.run_id, data.name, config, ctx.world_size, result, trainer.progress)
     if ctx.is_main:
-        _write_outputs(args, net, data, metrics, reporter)
+        _write_outputs(args, exported_state(trainer.net, data.pixel_mean, data.pixel_std), metrics, reporter)
     return metrics
 
 
-def _write_outputs(args: argparse.Namespace, net: Net, data: datasets.Dataset, metrics: dict, reporter: Reporter) -> None:
+def _write_outputs(args: argparse.Namespace, model_state: dict, metrics: dict, reporter: Reporter) -> None:
     if not (args.output_dir or args.save_model):
         return
     output_dir = Path(args.output_dir or ".")
     for name in (MODEL_FILE, METRICS_FILE):  # temp files of an attempt killed mid-write; rank 0 alone writes here
         remove_partial_writes(output_dir, name)
-    # A plain state_dict with the seed's keys (no "module." prefix), taking the seed's raw pixels, loads
-    # into users' code.
-    state = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
-    state = fold_input_normalization(state, data.pixel_mean, data.pixel_std)
-    model_path = atomic_write(output_dir / MODEL_FILE, lambda handle: torch.save(state, handle))
+    model_path = atomic_write(output_dir / MODEL_FILE, lambda handle: torch.save(model_state, handle))
     reporter.info(f"Saved model to {model_path}")
     if args.output_dir:
         metrics_path = write_metrics_json(output_dir / METRICS_FILE, metrics)

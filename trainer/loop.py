@@ -17,6 +17,8 @@ from trainer.checkpoint import PROGRESS_KEYS, Checkpoint, CheckpointStore, Incom
 from trainer.data import Dataset, epoch_shard, eval_shard
 from trainer.distributed import DistContext
 from trainer.metrics import Reporter
+from trainer.model import MEMORY_FORMAT, Net
+from trainer.runtime import autocast_for, configure_device
 
 LR_SCHEDULES = ("constant", "onecycle")
 STOP_CHECK_STEPS = 10  # how often the ranks agree on whether one got SIGTERM
@@ -81,10 +83,6 @@ def read_latest_checkpoint(store: CheckpointStore | None, ctx: DistContext) -> C
 
 def _epochs(count: int) -> str:
     return "its 1 epoch" if count == 1 else f"all {count} epochs"
-
-
-def autocast_for(device: torch.device, precision: str):
-    return torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else nullcontext()
 
 
 @torch.inference_mode()
@@ -380,3 +378,16 @@ class Trainer:
         if self.ctx.device.type == "cuda":
             torch.cuda.synchronize(self.ctx.device)
         return time.perf_counter() - started
+
+
+def new_trainer(data: Dataset, ctx: DistContext, config: TrainConfig, reporter: Reporter,
+                store: CheckpointStore | None) -> Trainer:
+    """A Trainer of a fresh Net, with the data and the model in the device's layout and the same
+    initial weights on every rank (config.seed)."""
+    data = data.to(ctx.device, MEMORY_FORMAT)
+    # After the data is loaded: from here on freed memory stays with the process, and the loading's
+    # temporary copies (about 0.6 GB) would stay with it.
+    configure_device(ctx.device)
+    torch.manual_seed(config.seed)
+    net = Net().to(ctx.device, memory_format=MEMORY_FORMAT)
+    return Trainer(net, data, ctx, config, reporter, store)

@@ -6,7 +6,14 @@ import json
 import time
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from trainer.fileio import atomic_write
+from trainer.model import TRAIN_FLOPS_PER_IMAGE
+
+if TYPE_CHECKING:
+    from trainer.checkpoint import Progress
+    from trainer.loop import Evaluation, TrainConfig
 
 
 class Reporter:
@@ -78,6 +85,29 @@ class Reporter:
             self._events.write_event(Event(wall_time=time.time(), step=self._purge_step,
                                            session_log=SessionLog(status=SessionLog.START)))
         self._events.write_event(Event(wall_time=time.time(), step=step, summary=scalar(tag, value)))
+
+
+def final_metrics(run_id: str | None, dataset: str, config: TrainConfig, world_size: int,
+                  result: Evaluation, progress: Progress) -> dict:
+    """metrics.json's content: the final evaluation, and the throughput over the whole run."""
+    return {
+        "run_id": run_id,
+        "dataset": dataset,
+        "epochs": config.epochs,
+        "world_size": world_size,
+        "precision": config.precision,
+        "batch_size": config.batch_size,
+        "global_batch_size": config.batch_size * world_size,
+        "accuracy": result.accuracy,
+        "val_loss": result.loss,
+        "test_samples": result.count,
+        "steps": progress.step,
+        "train_images": progress.train_images,
+        "train_seconds": progress.train_seconds,
+        "images_per_second": progress.images_per_second,
+        "model_tflops_per_second": progress.images_per_second * TRAIN_FLOPS_PER_IMAGE / 1e12,
+        "history": progress.history,
+    }
 
 
 def write_metrics_json(path: str | Path, metrics: dict) -> Path:

@@ -42,3 +42,10 @@ def fold_input_normalization(state: dict[str, torch.Tensor], mean: float, std: f
     """
     weight, bias = state["conv1.weight"], state["conv1.bias"]
     return {**state, "conv1.weight": weight / std, "conv1.bias": bias - (mean / std) * weight.sum(dim=(1, 2, 3))}
+
+
+def exported_state(net: nn.Module, pixel_mean: float, pixel_std: float) -> dict[str, torch.Tensor]:
+    """What users load: a plain CPU state_dict with the seed's keys (no "module." prefix) that takes
+    the seed's raw pixels."""
+    state = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
+    return fold_input_normalization(state, pixel_mean, pixel_std)

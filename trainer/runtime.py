@@ -1,5 +1,6 @@
-"""Process-wide tuning: thread counts sized to the container, a heap that keeps memory on CPU,
-TF32 and cuDNN autotuning on GPU."""
+"""How the process runs on its device: thread counts sized to the container, a heap that keeps
+memory on CPU, TF32 and cuDNN autotuning on GPU, the precision (bf16 autocast), and what
+--compile needs."""
 from __future__ import annotations
 
 import ctypes
@@ -8,6 +9,7 @@ import math
 import os
 import shutil
 from collections.abc import Mapping
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -151,6 +153,11 @@ def resolve_precision(requested: str, device: torch.device) -> str:
             "or fp32, or schedule the pods onto such nodes."
         )
     return requested
+
+
+def autocast_for(device: torch.device, precision: str):
+    """The context the model runs in for `precision` (resolve_precision's fp32 or bf16)."""
+    return torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else nullcontext()
 
 
 def missing_compiler(device: torch.device, env: Mapping[str, str] | None = None) -> str | None:

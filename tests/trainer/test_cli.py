@@ -132,10 +132,10 @@ def test_divergence_in_the_last_step_before_evaluation_stops_the_job_with_a_mess
 def test_freed_memory_is_retained_only_once_the_data_is_loaded(tmp_path, monkeypatch):
     """From retain_freed_memory on, freed memory stays with the process: the loading's temporary
     copies must be gone by then (measured on synthetic data: 1.41 GB resident at the end against 0.89)."""
-    from trainer import cli
+    from trainer import cli, loop
 
     calls = []
-    monkeypatch.setattr(cli, "configure_device", lambda device: calls.append("configure_device"))
+    monkeypatch.setattr(loop, "configure_device", lambda device: calls.append("configure_device"))
     load = datasets.load
     monkeypatch.setattr(datasets, "load", lambda *args, **kwargs: calls.append("load") or load(*args, **kwargs))
     threads = torch.get_num_threads()

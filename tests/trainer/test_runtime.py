@@ -8,7 +8,7 @@ import torch
 from tests.support.helm import REPO
 from trainer import runtime
 from trainer.distributed import LaunchError
-from trainer.loop import autocast_for
+from trainer.runtime import autocast_for
 from trainer.runtime import configure_device, missing_compiler
 
 
