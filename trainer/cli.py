@@ -3,6 +3,7 @@ defaults, plus flags for data, outputs, checkpoints and speed."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -201,15 +202,17 @@ def run(args: argparse.Namespace) -> dict:
         # The model and its DDP wrapper live only inside _train, so they are freed before the
         # process group is destroyed rather than during interpreter exit.
         metrics = _train(args, ctx, reporter)
+        reporter.close()  # may find the volume full: then this run has failed too
         ctx.all_reduce_sum(torch.zeros(1, device=ctx.device))  # a barrier: rank 0 has written the outputs
         return metrics
     except BaseException as error:
         # A failure's traceback keeps _train's frames, and so the DDP wrapper, alive: drop their
         # locals (the traceback still prints) so that shutdown frees it before the group.
         traceback.clear_frames(error.__traceback__)
+        with contextlib.suppress(OSError):  # the failure on its way out is the one to report
+            reporter.close()
         raise
     finally:
-        reporter.close()
         shutdown(ctx)
 
 

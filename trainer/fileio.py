@@ -1,9 +1,12 @@
-"""Atomic file writes: readers see the old file or the new one, never a partial one."""
+"""File writes that never leave a partial file, checks that a directory is writable, and a full
+volume reported as a failure that no restart fixes."""
 from __future__ import annotations
 
 import errno
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Callable
 
@@ -22,11 +25,19 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
     copy, which is not atomic.
     """
     path = Path(path)
-    try:
+    with full_volume_is_final(path.parent, path.name):
         return _write_then_rename(path, write)
+
+
+@contextmanager
+def full_volume_is_final(directory: str | Path, what: str) -> Iterator[None]:
+    """Raise StorageFull for a write of `what` into `directory` that finds its volume full, so the
+    job fails for good instead of being restarted into the same full volume."""
+    try:
+        yield
     except BaseException as error:
         if full := _storage_full(error):
-            raise StorageFull(f"no space left on the volume of {path.parent} to write {path.name} ({full.strerror}). "
+            raise StorageFull(f"no space left on the volume of {directory} to write {what} ({full.strerror}). "
                               "Free space there or give the volume more, then restart the job.") from error
         raise
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from trainer.fileio import atomic_write
+from trainer.fileio import atomic_write, full_volume_is_final
 from trainer.model import TRAIN_FLOPS_PER_IMAGE
 
 if TYPE_CHECKING:
@@ -63,11 +63,17 @@ class Reporter:
         """Hand the scalars logged so far to the OS. Called before each checkpoint: a resumed run logs only
         the steps after it, so scalars still in this process when a pod is killed would be lost for good."""
         if self._events is not None:
-            self._events.flush()
+            with self._writing():
+                self._events.flush()
 
     def close(self) -> None:
-        if self._events is not None:
-            self._events.close()
+        events, self._events = self._events, None  # once, even if closing fails
+        if events is not None:
+            with self._writing():
+                events.close()
+
+    def _writing(self):
+        return full_volume_is_final(self._log_dir, "TensorBoard events")
 
     def _scalar(self, tag: str, value: float, step: int) -> None:
         if not self._log_dir:
@@ -78,13 +84,14 @@ class Reporter:
         from tensorboardX.proto.event_pb2 import Event, SessionLog
         from tensorboardX.summary import scalar
 
-        if self._events is None:
-            Path(self._log_dir).mkdir(parents=True, exist_ok=True)
-            self._events = EventsWriter(str(Path(self._log_dir) / "events"))
-            # TensorBoard hides the scalars of earlier attempts from this step on.
-            self._events.write_event(Event(wall_time=time.time(), step=self._purge_step,
-                                           session_log=SessionLog(status=SessionLog.START)))
-        self._events.write_event(Event(wall_time=time.time(), step=step, summary=scalar(tag, value)))
+        with self._writing():
+            if self._events is None:
+                Path(self._log_dir).mkdir(parents=True, exist_ok=True)
+                self._events = EventsWriter(str(Path(self._log_dir) / "events"))
+                # TensorBoard hides the scalars of earlier attempts from this step on.
+                self._events.write_event(Event(wall_time=time.time(), step=self._purge_step,
+                                               session_log=SessionLog(status=SessionLog.START)))
+            self._events.write_event(Event(wall_time=time.time(), step=step, summary=scalar(tag, value)))
 
 
 def final_metrics(run_id: str | None, dataset: str, config: TrainConfig, world_size: int,

@@ -221,6 +221,21 @@ def test_a_full_checkpoint_volume_fails_the_job_for_good(tmp_path, tiny_volume):
     assert not list(tiny_volume.iterdir()), "the partial write is removed"
 
 
+def test_a_full_volume_under_the_tensorboard_events_fails_the_job_for_good(tmp_path, tiny_volume):
+    """The chart puts the events beside the checkpoints; they are flushed before each checkpoint."""
+    with open(tiny_volume / "filler", "wb") as filler, pytest.raises(OSError, match="No space left"):
+        while True:
+            filler.write(b"\0" * 65536)
+            filler.flush()
+    events = tiny_volume / "tensorboard"
+    result = run_trainer([*QUICK, "--dir", str(events), "--checkpoint-dir", str(tiny_volume / "checkpoints")],
+                         cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: no space left on the volume of {events} to write TensorBoard events (No space left on device). "
+        "Free space there or give the volume more, then restart the job.")
+
+
 def test_an_unreachable_master_is_named_in_one_line_and_retried(tmp_path):
     """No Master listens (a wrong MASTER_ADDR/PORT, or its pod not started): exit 128, which
     restartPolicy ExitCode retries, with the address in the last line rather than a C++ traceback."""
