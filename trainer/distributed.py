@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -17,6 +18,8 @@ import torch
 import torch.distributed as dist
 
 BACKENDS = ("auto", "gloo", "nccl", "mpi")
+# The longest single try to reach rank 0's store; see _connect_store.
+STORE_CONNECT_ATTEMPT_SECONDS = 5.0
 
 
 # The fix for a bad rank variable, which the user rarely sets directly.
@@ -222,19 +225,38 @@ def _rendezvous_store(launch: LaunchEnv, timeout: timedelta) -> dist.TCPStore:
     process group's own joining, bound by the short collective timeout, finds them all there. A key
     per rank, not a count, so that a restarted rank is not counted twice.
     """
+    deadline = time.monotonic() + timeout.total_seconds()
     try:
-        store = dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, is_master=launch.rank == 0,
-                              timeout=timeout, wait_for_workers=False)
+        store = _connect_store(launch, deadline)
         store.set(f"trainer/joined/{launch.rank}", "1")
-        store.wait([f"trainer/joined/{rank}" for rank in range(launch.world_size)])
+        store.wait([f"trainer/joined/{rank}" for rank in range(launch.world_size)],
+                   timedelta(seconds=max(deadline - time.monotonic(), 1.0)))
+        store.set_timeout(timeout)
     except dist.DistError as error:
+        waited = timeout.total_seconds() - (deadline - time.monotonic())
         reason = str(error).strip().splitlines()[0]
         raise PeersUnreachable(
             f"rank {launch.rank} of {launch.world_size} could not meet the others at MASTER_ADDR={launch.master_addr} "
             f"MASTER_PORT={launch.master_port} (waiting up to {timeout.total_seconds():.0f} s, the longer of "
-            f"--startup-timeout and --pg-timeout): {reason}"
+            f"--startup-timeout and --pg-timeout; gave up after {waited:.0f} s): {reason}"
         ) from error
     return store
+
+
+def _connect_store(launch: LaunchEnv, deadline: float) -> dist.TCPStore:
+    """Rank 0 listens; the others connect to it by the monotonic `deadline`.
+
+    The others try in short attempts: a TCPStore client checks its timeout only between attempts,
+    each of which may itself take that long, so one long attempt could wait about twice the time.
+    """
+    while True:
+        attempt = min(max(deadline - time.monotonic(), 1.0), STORE_CONNECT_ATTEMPT_SECONDS)
+        try:
+            return dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size,
+                                 is_master=launch.rank == 0, timeout=timedelta(seconds=attempt), wait_for_workers=False)
+        except dist.DistError:
+            if launch.rank == 0 or time.monotonic() >= deadline:
+                raise
 
 
 def check_group_matches(launch: LaunchEnv, group_rank: int, group_size: int) -> None:

@@ -17,6 +17,7 @@ from tests.support.procs import children, free_port, run_trainer, trainer_env
 from trainer import data as datasets
 from trainer.benchmark import write_idx_dataset
 from trainer.cli import build_parser, parse_args, shared_settings
+from trainer.distributed import STORE_CONNECT_ATTEMPT_SECONDS
 from trainer.model import Net
 from trainer.runtime import native_bf16
 
@@ -240,13 +241,17 @@ def test_an_unreachable_master_is_named_in_one_line_and_retried(tmp_path):
     """No Master listens (a wrong MASTER_ADDR/PORT, or its pod not started): exit 128, which
     restartPolicy ExitCode retries, with the address in the last line rather than a C++ traceback."""
     port = free_port()
-    result = run_trainer([*QUICK, "--dir", "", "--startup-timeout", "2", "--pg-timeout", "2"], cwd=tmp_path,
+    result = run_trainer([*QUICK, "--dir", "", "--startup-timeout", "10", "--pg-timeout", "2"], cwd=tmp_path,
                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK="1")
     assert result.returncode == 128, result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith(
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(
         f"error: rank 1 of 2 could not meet the others at MASTER_ADDR=127.0.0.1 MASTER_PORT={port} (waiting up "
-        "to 2 s, the longer of --startup-timeout and --pg-timeout): ")
+        "to 10 s, the longer of --startup-timeout and --pg-timeout; gave up after "), last
     assert "Traceback" not in result.stderr
+    # A TCPStore client alone checks its timeout only between tries that may each take that long.
+    waited = int(re.search(r"gave up after (\d+) s", last).group(1))
+    assert 10 <= waited <= 10 + STORE_CONNECT_ATTEMPT_SECONDS, last
 
 
 def test_a_fallback_is_accepted_beside_a_dataset_that_never_needs_it():
