@@ -874,6 +874,16 @@ def test_notes_warn_that_exit_code_recreations_are_unbounded_without_a_deadline(
     assert warning not in notes()
 
 
+def test_notes_warn_when_backoff_limit_lets_the_job_survive_no_failure(notes):
+    """The operator adds up every pod's restarts, and one failure restarts every pod (each loses its peer)."""
+    warning = "runPolicy.backoffLimit 3 lets it survive no failure: the operator adds up the restarts of\nall 3 pods"
+    assert warning in notes("--set", "workers=2")
+    assert "set runPolicy.backoffLimit to 3 × N + 1 (e.g. 10 for three)" in notes("--set", "workers=2")
+    assert "survive no failure" not in notes(), "1 Master + 1 Worker: 3 survives one failure (2 restarts)"
+    assert "survive no failure" not in notes("--set", "workers=2", "--set", "runPolicy.backoffLimit=0")
+    assert "survive no failure" not in notes("--set", "workers=2", "--set", "restartPolicy=ExitCode")
+
+
 # --- fail guards and schema refusals: each message names the value and the fix ----------------------
 
 GUARDS = {
