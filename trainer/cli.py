@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import os
 import sys
 import traceback
 from dataclasses import asdict, fields
@@ -158,21 +157,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--nesterov needs --momentum > 0")
     if args.backend == "nccl" and args.no_cuda:
         parser.error("--backend nccl needs CUDA, which --no-cuda turns off; use --backend gloo (or auto), or drop --no-cuda")
-    # (directory, what names it, the fix; "" for the default one)
-    outputs = [(args.output_dir, "--output-dir", ""), (args.checkpoint_dir, "--checkpoint-dir", ""),
-               (args.log_dir, "--dir/--log-dir", "")]
-    if args.save_model and not args.output_dir:
-        outputs.append((Path.cwd(), f"--save-model writes {MODEL_FILE} to the current directory, but",
-                        "Pass --output-dir with a writable directory."))
-    # Rank 0 alone writes them; the other ranks' need not exist (workers may have no shared volume).
-    writer = os.environ.get("RANK", "0") in ("", "0")
-    for path, flag, fix in outputs:
-        if path and writer:
-            try:
-                ensure_writable_dir(path, flag, fix)
-            except NotWritableError as error:
-                parser.error(str(error))
     return args
+
+
+def check_outputs_writable(args: argparse.Namespace, ctx: DistContext) -> None:
+    """Fail on every rank, before training, if rank 0 cannot write its outputs.
+
+    Rank 0 alone writes them, so the other ranks' directories need not exist (workers may have no
+    shared volume). Checked once the ranks have met, so that they all stop together: a rank 0 that
+    stopped before joining would leave the others waiting up to --startup-timeout.
+    """
+    problem = None
+    if ctx.is_main:
+        # (directory, what names it, the fix; "" for the default one)
+        outputs = [(args.output_dir, "--output-dir", ""), (args.checkpoint_dir, "--checkpoint-dir", ""),
+                   (args.log_dir, "--dir/--log-dir", "")]
+        if args.save_model and not args.output_dir:
+            outputs.append((Path.cwd(), f"--save-model writes {MODEL_FILE} to the current directory, but",
+                            "Pass --output-dir with a writable directory."))
+        try:
+            for path, flag, fix in outputs:
+                if path:
+                    ensure_writable_dir(path, flag, fix)
+        except NotWritableError as error:
+            problem = str(error)
+    problem = ctx.broadcast_from_main(problem)
+    if problem:
+        raise LaunchError(problem if ctx.is_main else f"rank 0 cannot write its outputs: {problem}")
 
 
 def train_config(args: argparse.Namespace, precision: str) -> TrainConfig:
@@ -218,6 +229,7 @@ def run(args: argparse.Namespace) -> dict:
 
 def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> dict:
     check_same_settings(ctx, shared_settings(args))  # first: a rank that stops here stops them all
+    check_outputs_writable(args, ctx)
     if args.compile and (lacking := missing_compiler(ctx.device)):
         raise LaunchError(
             f"--compile needs {lacking}, and none is on PATH. The trainer images ship no compiler: "

@@ -8,16 +8,18 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests.support.gloo import ONE_RANK
 from tests.support.procs import children, free_port, run_trainer, trainer_env
 from trainer import data as datasets
 from trainer.benchmark import write_idx_dataset
-from trainer.cli import build_parser, parse_args, shared_settings
-from trainer.distributed import STORE_CONNECT_ATTEMPT_SECONDS
+from trainer.cli import build_parser, check_outputs_writable, parse_args, shared_settings
+from trainer.distributed import STORE_CONNECT_ATTEMPT_SECONDS, LaunchError
 from trainer.model import Net
 from trainer.runtime import native_bf16
 
@@ -63,22 +65,22 @@ def test_invalid_flags_exit_2_naming_the_flag(argv, message, capsys):
 
 @pytest.mark.parametrize("flag,named", [("--output-dir", "--output-dir"), ("--checkpoint-dir", "--checkpoint-dir"),
                                         ("--dir", "--dir/--log-dir")])
-def test_unwritable_directories_fail_before_training(tmp_path, flag, named, capsys):
+def test_unwritable_directories_fail_before_training(tmp_path, flag, named):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    with pytest.raises(SystemExit) as exit_info:
-        parse_args([flag, str(blocker / "sub")])
-    assert exit_info.value.code == 2
-    assert f"{named} {blocker / 'sub'} is not writable" in capsys.readouterr().err
+    with pytest.raises(LaunchError, match=re.escape(f"{named} {blocker / 'sub'} is not writable")):
+        check_outputs_writable(parse_args([flag, str(blocker / "sub")]), ONE_RANK)
+    result = run_trainer([*QUICK, flag, str(blocker / "sub")], cwd=tmp_path)
+    assert result.returncode == 1, "fails for good under restartPolicy ExitCode"
+    assert result.stderr.strip().splitlines()[-1].startswith(f"error: {named} {blocker / 'sub'} is not writable")
 
 
-def test_only_rank_0_which_writes_them_needs_writable_directories(tmp_path, monkeypatch):
-    """A worker without the shared volume must not exit 2 and leave rank 0 waiting in the rendezvous."""
+def test_only_rank_0_which_writes_them_needs_writable_directories(tmp_path):
+    """A worker without the shared volume must not stop and leave rank 0 waiting in the rendezvous."""
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    monkeypatch.setenv("RANK", "1")
     args = parse_args(["--checkpoint-dir", str(blocker / "sub"), "--output-dir", str(blocker / "out")])
-    assert args.checkpoint_dir == str(blocker / "sub")
+    check_outputs_writable(args, replace(ONE_RANK, rank=1))
 
 
 def test_ranks_agree_on_precision_as_given_not_as_resolved():
@@ -88,17 +90,15 @@ def test_ranks_agree_on_precision_as_given_not_as_resolved():
     assert "--threads" not in settings and "--run-id" not in settings, "these may differ per rank"
 
 
-def test_save_model_into_an_unwritable_current_directory_fails_before_training(tmp_path, monkeypatch, capsys):
+def test_save_model_into_an_unwritable_current_directory_fails_before_training(tmp_path, monkeypatch):
     """Without --output-dir the seed's --save-model writes to the working directory. sysfs takes
     no new files, even from root (who may write into any mode-0555 directory)."""
     monkeypatch.chdir("/sys")
-    with pytest.raises(SystemExit) as exit_info:
-        parse_args(["--save-model", "--dir", ""])
-    assert exit_info.value.code == 2
-    message = capsys.readouterr().err
-    assert "--save-model writes mnist_cnn.pt to the current directory, but /sys is not writable (" in message
-    assert "). Pass --output-dir with a writable directory." in message
-    assert parse_args(["--save-model", "--dir", "", "--output-dir", str(tmp_path / "out")]).output_dir
+    with pytest.raises(LaunchError) as refused:
+        check_outputs_writable(parse_args(["--save-model", "--dir", ""]), ONE_RANK)
+    assert "--save-model writes mnist_cnn.pt to the current directory, but /sys is not writable (" in str(refused.value)
+    assert str(refused.value).endswith("). Pass --output-dir with a writable directory.")
+    check_outputs_writable(parse_args(["--save-model", "--dir", "", "--output-dir", str(tmp_path / "out")]), ONE_RANK)
 
 
 def test_resumed_runs_keep_their_dataset_whichever_downloads_work(tmp_path):

@@ -96,6 +96,22 @@ def test_pods_started_with_different_flags_are_refused_on_every_rank(tmp_path, w
     assert time.monotonic() - started < 60, "refused before any collective could wait for --pg-timeout"
 
 
+def test_a_master_that_cannot_write_its_outputs_stops_every_rank_at_once(tmp_path):
+    """The Worker meets rank 0 first, then both stop: had rank 0 stopped before the rendezvous, the
+    Worker would wait for it up to --startup-timeout (30 minutes by default)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    started = time.monotonic()
+    pods = start_pods([*SMALL, "--dir", ""], tmp_path, world_size=2, port=free_port(),
+                      more_args={0: ["--output-dir", str(blocker / "out")]})
+    codes = wait_all(pods)
+    logs = [(tmp_path / f"rank{rank}.log").read_text() for rank in (0, 1)]
+    assert codes == [1, 1], logs
+    assert f"error: --output-dir {blocker / 'out'} is not writable" in logs[0], logs[0]
+    assert f"error: rank 0 cannot write its outputs: --output-dir {blocker / 'out'} is not writable" in logs[1], logs[1]
+    assert time.monotonic() - started < 60
+
+
 def _diverge_as_a_pod(rank: int, port: int, out_dir) -> None:
     """Run the CLI as one of two pods until its loss diverges, counting the DDP wrappers still alive
     when it destroys the process group."""
