@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainer.data import Dataset, load
+from trainer.data import IDX_FILES, IMAGE_SIZE, Dataset, load, raw_folder
 from trainer.distributed import DistContext
 from trainer.loop import TrainConfig, new_trainer
 from trainer.metrics import Reporter
@@ -90,18 +90,19 @@ def kernel_floor_images_per_second(batch_size: int) -> float:
         return batch_size / sum(_best_seconds(kernel, calls) for kernel in kernels)
 
 
-def write_idx_dataset(root: Path, data: Dataset, folder: str = "FashionMNIST") -> None:
-    """Store `data` as IDX files (rescaled to bytes) where torchvision's `folder` loader reads them."""
-    raw = root / folder / "raw"
+def write_idx_dataset(root: Path, data: Dataset, name: str = "fashion-mnist") -> None:
+    """Store `data` as IDX files (rescaled to bytes) where torchvision's loader of `name` reads them."""
+    raw = raw_folder(name, root)
     raw.mkdir(parents=True, exist_ok=True)
-    for prefix, images, labels in (("train", data.train_images, data.train_labels),
-                                   ("t10k", data.test_images, data.test_labels)):
+    train_images, train_labels, test_images, test_labels = IDX_FILES
+    for images_file, labels_file, images, labels in (
+            (train_images, train_labels, data.train_images, data.train_labels),
+            (test_images, test_labels, data.test_images, data.test_labels)):
         pixels = images[:, 0]
         pixels = ((pixels - pixels.min()) / (pixels.max() - pixels.min()) * 255).to(torch.uint8)
-        (raw / f"{prefix}-images-idx3-ubyte").write_bytes(
-            struct.pack(">IIII", 2051, len(labels), 28, 28) + pixels.numpy().tobytes())
-        (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(
-            struct.pack(">II", 2049, len(labels)) + labels.to(torch.uint8).numpy().tobytes())
+        (raw / images_file).write_bytes(
+            struct.pack(">IIII", 2051, len(labels), IMAGE_SIZE, IMAGE_SIZE) + pixels.numpy().tobytes())
+        (raw / labels_file).write_bytes(struct.pack(">II", 2049, len(labels)) + labels.to(torch.uint8).numpy().tobytes())
 
 
 def seed_images_per_second(root: Path, steps: int) -> float:

@@ -107,7 +107,7 @@ def test_resumed_runs_keep_their_dataset_whichever_downloads_work(tmp_path):
               "--threads", "1", "--dir", "", "--checkpoint-dir", "ckpt", "--checkpoint-every", "2"]
     first = run_trainer([*common, "--data-dir", "empty", "--epochs", "1"], cwd=tmp_path)
     assert first.returncode == 0 and "Training on digits instead" in first.stdout, first.stderr
-    write_idx_dataset(tmp_path / "data", datasets.load("synthetic", tmp_path, download=False).limited(256, 100), "MNIST")
+    write_idx_dataset(tmp_path / "data", datasets.load("synthetic", tmp_path, download=False).limited(256, 100), "mnist")
     again = run_trainer([*common, "--data-dir", "data", "--epochs", "2"], cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "The run being resumed trained on digits (--fallback-dataset), so it goes on with it." in again.stdout

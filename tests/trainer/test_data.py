@@ -45,10 +45,10 @@ def test_eval_shards_cover_the_test_set_exactly_once(n, world):
     assert sorted(covered.tolist()) == list(range(n))
 
 
-@pytest.mark.parametrize("name,folder", [("fashion-mnist", "FashionMNIST"), ("mnist", "MNIST")])
-def test_idx_files_load_through_torchvision_as_normalized_tensors(tmp_path, name, folder):
+@pytest.mark.parametrize("name", ["fashion-mnist", "mnist"])
+def test_idx_files_load_through_torchvision_as_normalized_tensors(tmp_path, name):
     source = data.load("synthetic", tmp_path, download=False).limited(50, 20)
-    write_idx_dataset(tmp_path, source, folder)
+    write_idx_dataset(tmp_path, source, name)
 
     ds = data.load(name, tmp_path, download=False)
 

@@ -160,7 +160,7 @@ def test_two_pods_fall_back_together_when_the_dataset_cannot_be_downloaded(tmp_p
 
 def test_two_pods_share_a_torchvision_dataset_directory(tmp_path):
     """Rank 0 fetches first, then the other pod finds the files: both train on MNIST."""
-    write_idx_dataset(tmp_path / "shared", load("synthetic", tmp_path, download=False).limited(512, 100), "MNIST")
+    write_idx_dataset(tmp_path / "shared", load("synthetic", tmp_path, download=False).limited(512, 100), "mnist")
     args = ["--dataset", "mnist", "--data-dir", "shared", "--threads", "1", "--output-dir", "out", "--dir", ""]
     assert wait_all(start_pods(args, tmp_path, world_size=2, port=free_port())) == [0, 0], \
         (tmp_path / "rank0.log").read_text() + (tmp_path / "rank1.log").read_text()
