@@ -188,17 +188,26 @@ affinity:
 {{- printf "%s/runs/%s/%s" (trimSuffix "/" .Values.persistence.mountPath) .Release.Namespace (include "pytorchjob-mnist.fullname" .) }}
 {{- end }}
 
+{{/* Where the trainer writes the model and metrics.json, and `helm test` looks for them. */}}
+{{- define "pytorchjob-mnist.modelDir" -}}
+{{- printf "%s/model" (include "pytorchjob-mnist.runDir" .) }}
+{{- end }}
+
+{{/* TensorBoard's --logdir: every run's event directory is below it. */}}
+{{- define "pytorchjob-mnist.tensorboardDir" -}}
+{{- printf "%s/tensorboard" (include "pytorchjob-mnist.runDir" .) }}
+{{- end }}
+
 {{/* Datasets are shared by all runs on the volume: they are only ever read after the download. */}}
 {{- define "pytorchjob-mnist.dataDir" -}}
 {{- printf "%s/datasets" (trimSuffix "/" .Values.persistence.mountPath) }}
 {{- end }}
 
-{{/* The trainer flags generated from .Values.training, as JSON: all but the run's own directories,
---run-id and extraArgs. Whole numbers go through int64: a values file's are floats, which toString
+{{/* The trainer flags generated from .Values.training, as JSON: all but the directories named by
+the run id, --run-id and extraArgs. Whole numbers go through int64: a values file's are floats, which toString
 writes as 1e+06. */}}
 {{- define "pytorchjob-mnist.trainingFlags" -}}
 {{- $t := .Values.training }}
-{{- $runDir := include "pytorchjob-mnist.runDir" . }}
 {{- $flags := list "--backend" (include "pytorchjob-mnist.backend" .) "--dataset" $t.dataset }}
 {{- with $t.fallbackDataset }}
 {{- $flags = concat $flags (list "--fallback-dataset" .) }}
@@ -212,7 +221,7 @@ writes as 1e+06. */}}
   "--seed" (int64 $t.seed | toString)
   "--log-interval" (int64 $t.logInterval | toString)
   "--data-dir" (include "pytorchjob-mnist.dataDir" .)
-  "--output-dir" (printf "%s/model" $runDir)
+  "--output-dir" (include "pytorchjob-mnist.modelDir" .)
   "--checkpoint-every" (int64 $t.checkpointEvery | toString)
   "--keep-checkpoints" (int64 $t.keepCheckpoints | toString)) }}
 {{- if eq (int .Values.gpu) 0 }}
@@ -255,7 +264,7 @@ they cannot resume. extraArgs come last so that a user's flags win.
 {{- $runId := include "pytorchjob-mnist.runId" . }}
 {{- $runFlags := list
   "--checkpoint-dir" (include "pytorchjob-mnist.checkpointDir" .)
-  "--log-dir" (printf "%s/tensorboard/%s" (include "pytorchjob-mnist.runDir" .) $runId)
+  "--log-dir" (printf "%s/%s" (include "pytorchjob-mnist.tensorboardDir" .) $runId)
   "--run-id" $runId }}
 {{- $flags := include "pytorchjob-mnist.trainingFlags" . | fromJsonArray }}
 {{- toYaml (concat $flags $runFlags (default list .Values.training.extraArgs)) }}
