@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.support.helm import REPO, set_chart_field
+from tests.support.helm import set_chart_field
+from tests.support.paths import REPO, WORKLOAD_CHART
 from tests.support.registry import MISSING as REGISTRY_MISSING, serve_registry
 from tests.support.workflows import WORKFLOWS, lint_problems
 
@@ -41,7 +42,7 @@ def test_release_workflow_publishes_the_images_and_charts_of_the_tagged_version(
     assert wrong_tag.returncode == 1 and f"tag v{version}" in wrong_tag.stdout, "the images carry pyproject's version"
     fork = checked(f"v{version}", "someone")
     assert fork.returncode == 1 and "pushes ghcr.io/someone/trainer" in fork.stdout, "the chart must pull what is pushed"
-    shutil.copytree(REPO / "charts" / "pytorchjob-mnist", tmp_path / "charts" / "pytorchjob-mnist")
+    shutil.copytree(WORKLOAD_CHART, tmp_path / "charts" / "pytorchjob-mnist")
     shutil.copy(REPO / "pyproject.toml", tmp_path)
     set_chart_field(tmp_path / "charts" / "pytorchjob-mnist", "appVersion", '"9.9.9"')
     stale = checked(f"v{version}", "pytorchjob-mnist", root=tmp_path)

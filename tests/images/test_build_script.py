@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.dockerfile import source_revision
-from tests.support.helm import REPO
+from tests.support.paths import REPO
 
 BUILD_SCRIPT = REPO / "ci" / "build-image.sh"
 PYPROJECT_VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)

@@ -35,7 +35,7 @@ from typing import Callable, Iterator
 import pytest
 
 from tests.support.dockerfile import source_revision
-from tests.support.helm import REPO
+from tests.support.paths import REPO
 from tests.support.procs import run_stoppable
 from trainer.benchmark import write_idx_dataset
 from trainer.data import load

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.helm import REPO
+from tests.support.paths import REPO
 
 DOCKERFILES = sorted({*(REPO / "docker").glob("*Dockerfile"), *(REPO / "docker").glob("Dockerfile*")})
 SHELL_SCRIPTS = sorted((REPO / "ci").rglob("*.sh"))

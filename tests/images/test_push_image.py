@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.images.test_image_podman import podman, podman_env
-from tests.support.helm import REPO
+from tests.support.paths import REPO
 from tests.support.registry import MISSING as REGISTRY_MISSING, serve_registry
 
 REVISION_LABEL = "org.opencontainers.image.revision"

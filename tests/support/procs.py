@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.helm import REPO
+from tests.support.paths import REPO
 
 # Inherited by every trainer process: deterministic single-threaded math, and no network
 # reachable through urllib (torchvision downloads fail at once instead of timing out).
