@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from pathlib import Path
 
@@ -10,9 +9,9 @@ import pytest
 
 from tests.support.dockerfile import source_revision
 from tests.support.paths import REPO
+from tests.support.version import PROJECT_VERSION
 
 BUILD_SCRIPT = REPO / "ci" / "build-image.sh"
-PYPROJECT_VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
 
 
 def make_recording_tool(directory: Path, name: str, buildx: bool = True,
@@ -62,7 +61,7 @@ def test_passes_variant_labels_and_context(recording_tool):
     # Labels, not build args: buildah's cache would keep a previous build's LABEL values.
     labels = dict(b.split("=", 1) for a, b in pairs if a == "--label")
     assert labels == {
-        "org.opencontainers.image.version": PYPROJECT_VERSION,
+        "org.opencontainers.image.version": PROJECT_VERSION,
         "org.opencontainers.image.revision": source_revision(),
         "org.opencontainers.image.created": "2023-11-14T22:13:20Z",
     }

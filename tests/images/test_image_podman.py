@@ -37,6 +37,7 @@ import pytest
 from tests.support.dockerfile import source_revision
 from tests.support.paths import REPO
 from tests.support.procs import run_stoppable
+from tests.support.version import PROJECT_VERSION
 from trainer.benchmark import write_idx_dataset
 from trainer.data import load
 
@@ -47,7 +48,6 @@ CACHE_ANCHOR = "localhost/pytorchjob-mnist/trainer:smoke-{variant}"
 # The CUDA build holds its venv in a build stage and in the image, beside pip's cache of the wheels.
 CUDA_BUILD_FREE_BYTES = 25 * 2**30
 CACHE_DIR = "/var/cache/trainer"  # the chart's scratch.cachePath and the image's XDG_CACHE_HOME
-PYPROJECT_VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
 
 pytestmark = pytest.mark.slow
 
@@ -149,7 +149,7 @@ def test_image_metadata(image: str):
     assert env["XDG_CACHE_HOME"] == CACHE_DIR and env["TORCH_HOME"].startswith(CACHE_DIR + "/")
     assert env["CUDA_CACHE_PATH"].startswith(CACHE_DIR + "/"), "CUDA's JIT cache, not the read-only $HOME/.nv"
     labels = config["Labels"]
-    assert labels["org.opencontainers.image.version"] == PYPROJECT_VERSION
+    assert labels["org.opencontainers.image.version"] == PROJECT_VERSION
     assert labels["org.opencontainers.image.revision"] == source_revision()
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", labels["org.opencontainers.image.created"])
 
