@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from tests.support.paths import REPO
 
@@ -157,6 +158,24 @@ def start_pods(args: list[str], cwd: Path, world_size: int, port: int,
 
 def wait_all(procs: list[subprocess.Popen], timeout: float = 300) -> list[int]:
     return [p.wait(timeout=timeout) for p in procs]
+
+
+# Trainer flags for a run that outlasts any test and logs every step, for tests that stop it midway.
+LONG_RUN = ["--dataset", "synthetic", "--epochs", "100", "--threads", "1", "--dir", "", "--log-interval", "1"]
+
+
+def wait_until(ready: Callable[[], bool], proc: subprocess.Popen, log: Path, timeout: float = 120) -> None:
+    """Poll until `ready()` holds; fail with the output `proc` wrote to `log` if it exits or `timeout`
+    seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+        time.sleep(0.1)
+
+
+def has_trained(log: Path) -> bool:
+    """Whether the trainer writing `log` has logged a training step."""
+    return "Train Epoch" in log.read_text()
 
 
 def torchrun_workers(launcher_pid: int) -> list[int]:
