@@ -3,13 +3,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.helm import HELM_NAMES, Helm, helm_binary
-from tests.support.paths import REPO
 from tests.support.procs import stop_spawned
-
-
-@pytest.fixture(scope="session")
-def repo():
-    return REPO
 
 
 @pytest.fixture(scope="session", params=HELM_NAMES)
