@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -84,6 +85,7 @@ def test_the_revision_label_marks_uncommitted_edits(tmp_path, recording_tool):
     script = repo / "ci" / BUILD_SCRIPT.name
     script.write_bytes(BUILD_SCRIPT.read_bytes())
     script.chmod(0o755)
+    shutil.copy(BUILD_SCRIPT.with_name("lib.sh"), repo / "ci")  # which the script sources
     (repo / "pyproject.toml").write_text('version = "1.2.3"\n')
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
     for command in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "c"]):
