@@ -27,7 +27,7 @@ created="${CREATED:-$(date -u ${SOURCE_DATE_EPOCH:+-d "@$SOURCE_DATE_EPOCH"} +%Y
 
 # docker: `buildx build` runs on the builder `docker buildx use` selected; plain `docker build`
 # always takes the engine's default builder, which cannot build several platforms.
-# podman has no buildx.
+# podman, even installed as `docker`, has no buildx.
 build=(build)
 if [[ "$(basename "$tool")" == *docker* ]] && ! is_podman "$tool"; then
   build=(buildx build)
