@@ -25,7 +25,7 @@ SCRIPT_TEXT = E2E_SCRIPT.read_text()
 
 
 def script_setting(name: str) -> str:
-    """A plain `name=value` assignment of ci/e2e-kind.sh, with $repo and $operator_chart expanded."""
+    """A plain `name=value` assignment of ci/e2e-kind.sh, with $repo, $operator_chart and $workload_chart expanded."""
     match = re.search(rf'^{name}=("?)([^"\n]+)\1$', SCRIPT_TEXT, re.M)
     assert match, f"ci/e2e-kind.sh no longer sets {name}"
     value = match.group(2).replace("$repo", str(REPO))

@@ -1,4 +1,7 @@
-"""Launch trainer processes the way the training-operator (or torchrun) would."""
+"""The processes the tests start: trainers launched the way the training-operator (or torchrun) would,
+with their environment and a free port; scripts stopped at a timeout so that their traps still clean
+up; the processes below a launcher; waiting until a trainer trains; and the reaper (tests/conftest.py)
+that stops whatever a test left running."""
 from __future__ import annotations
 
 import os
