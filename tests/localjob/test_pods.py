@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 import sys
 from pathlib import Path
 
 import pytest
 
-from ci.localjob.pods import REPO, UnsupportedPod, cpu_shares, map_path, plan_pods, with_port
+from ci.localjob.pods import IMAGE_ENTRYPOINT, REPO, UnsupportedPod, cpu_shares, map_path, plan_pods, with_port
+from tests.support.dockerfile import stages
 from tests.support.helm import one
 from tests.support.paths import WORKLOAD_CHART
 from trainer.runtime import CPU_REQUEST_ENV
@@ -28,6 +30,13 @@ def test_default_pods_run_the_image_entrypoint_with_this_python(default_job, tmp
     assert master.argv[:3] == (sys.executable, "-m", "trainer")
     assert master.argv[3:] == worker.argv[3:]
     assert master.restart_policy == "OnFailure"
+
+
+def test_the_image_entrypoint_is_the_dockerfiles():
+    """A container without a command runs the image's ENTRYPOINT, which the runner restates."""
+    runtime_steps = stages()["runtime"][1]
+    (entrypoint,) = [json.loads(arguments) for keyword, arguments in runtime_steps if keyword == "ENTRYPOINT"]
+    assert tuple(entrypoint) == IMAGE_ENTRYPOINT
 
 
 def test_volume_paths_in_args_and_env_become_local_directories(default_job, tmp_path):
