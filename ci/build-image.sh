@@ -7,6 +7,8 @@
 # Several PLATFORMS need a destination for the multi-arch result, which no single local tag can
 # hold: `--push` with docker, `--manifest <name>` with podman; without one the build is refused.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 variant="${VARIANT:-cpu}"
@@ -15,10 +17,7 @@ case "$variant" in
   cpu|cuda) ;;
   *) echo "VARIANT must be cpu or cuda, got '$variant'" >&2; exit 2 ;;
 esac
-if [[ -z "${IMG:-}" ]]; then
-  echo "IMG is not set: pass the image name, e.g. IMG=ghcr.io/pytorchjob-mnist/trainer:0.1.0-$variant" >&2
-  exit 2
-fi
+require_img "$variant"
 
 version="${VERSION:-$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/pyproject.toml")}"
 # The commit built, with -dirty when tracked files have uncommitted edits (which may be in the image).
@@ -28,9 +27,9 @@ created="${CREATED:-$(date -u ${SOURCE_DATE_EPOCH:+-d "@$SOURCE_DATE_EPOCH"} +%Y
 
 # docker: `buildx build` runs on the builder `docker buildx use` selected; plain `docker build`
 # always takes the engine's default builder, which cannot build several platforms.
-# podman also answers as `docker` (the podman-docker package) and has no buildx: ask the tool.
+# podman, even installed as `docker`, has no buildx.
 build=(build)
-if [[ "$(basename "$tool")" == *docker* ]] && ! "$tool" --version 2>/dev/null | grep -qi podman; then
+if [[ "$(basename "$tool")" == *docker* ]] && ! is_podman "$tool"; then
   build=(buildx build)
 fi
 if [[ "${build[0]}" == buildx ]] && ! "$tool" buildx version >/dev/null 2>&1; then

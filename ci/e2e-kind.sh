@@ -18,8 +18,9 @@
 #
 # Environment: KIND_CLUSTER (default pytorchjob-mnist-e2e), KIND_NODE_IMAGE (kind's default),
 # KEEP_CLUSTER=1 (don't delete the cluster), SKIP_BUILD=1 (reuse E2E_IMAGE), JOB_TIMEOUT (seconds, 900),
-# HELM / KUBECTL (default: .tools/bin from `make tools`, Helm 4 before 3, else PATH), KIND_LOGS_DIR
-# (on failure, the nodes' logs go there: kubelet, containerd, the control plane).
+# HELM / KUBECTL (default: helm and kubectl in .tools/bin, helm being the Helm ci/install-tools.sh
+# prefers; else on PATH), KIND_LOGS_DIR (on failure, the nodes' logs go there: kubelet, containerd,
+# the control plane).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -42,17 +43,15 @@ elastic_values="$workload_chart/ci/elastic-cpu-values.yaml"
 elastic_release=mnist-elastic
 webhook_configuration=validator.training-operator.kubeflow.org
 
-first_tool() {
-  local candidate
-  for candidate in "$@"; do
-    if [[ -x "$tools_bin/$candidate" ]]; then echo "$tools_bin/$candidate"; return; fi
-    if command -v "$candidate" >/dev/null; then command -v "$candidate"; return; fi
-  done
-  echo "none of [$*] found: run \`make tools\` or install it" >&2
+# find_tool NAME: NAME in $tools_bin, else on PATH.
+find_tool() {
+  if [[ -x "$tools_bin/$1" ]]; then echo "$tools_bin/$1"; return; fi
+  if command -v "$1" >/dev/null; then command -v "$1"; return; fi
+  echo "$1 not found: run \`make tools\` or install it" >&2
   return 1
 }
-HELM="${HELM:-$(first_tool helm4 helm3 helm)}"
-KUBECTL="${KUBECTL:-$(first_tool kubectl)}"
+HELM="${HELM:-$(find_tool helm)}"
+KUBECTL="${KUBECTL:-$(find_tool kubectl)}"
 command -v kind >/dev/null || { echo "kind is not installed: https://kind.sigs.k8s.io/docs/user/quick-start/" >&2; exit 2; }
 docker info >/dev/null 2>&1 || { echo "docker does not answer: kind needs a running Docker engine" >&2; exit 2; }
 

@@ -6,15 +6,17 @@
 #   ci/publish-charts.sh HELM oci://REGISTRY/PATH [helm registry flags, e.g. --plain-http]
 #   (from the repository's root, logged in to the registry)
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 helm=$1 destination=$2
 shift 2
 packages=$(mktemp -d)
 trap 'rm -rf "$packages"' EXIT
 
-for chart in charts/training-operator charts/pytorchjob-mnist; do
-  name=$(sed -n 's/^name: //p' "$chart/Chart.yaml")
-  version=$(sed -n 's/^version: //p' "$chart/Chart.yaml")
+for chart in "${CHARTS[@]}"; do
+  name=$(chart_field name <"$chart/Chart.yaml")
+  version=$(chart_field version <"$chart/Chart.yaml")
   if "$helm" show chart "$destination/$name" --version "$version" "$@" >/dev/null 2>&1; then
     echo "$name $version is published already"
     continue

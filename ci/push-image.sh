@@ -9,13 +9,12 @@
 # an earlier push keeps it: an image of uncommitted edits, or a stale local one (say, after a
 # multi-arch build pushed straight from buildx), would leave a job's pods running different code.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tool="${CONTAINER_TOOL:-docker}"
-if [[ -z "${IMG:-}" ]]; then
-  echo "IMG is not set: pass the image name, e.g. IMG=ghcr.io/pytorchjob-mnist/trainer:0.1.0-cpu" >&2
-  exit 2
-fi
+require_img cpu
 label='{{ index .Config.Labels "org.opencontainers.image.revision" }}'
 if ! revision=$("$tool" image inspect --format "$label" "$IMG" 2>/dev/null); then
   echo "There is no local image $IMG in $tool's store: build it with make image (the same VARIANT and IMG)." >&2
@@ -34,8 +33,7 @@ fi
 
 digest_file=$(mktemp)
 trap 'rm -f "$digest_file"' EXIT
-# podman also answers as `docker` (the podman-docker package), so ask the tool what it is.
-if "$tool" --version 2>/dev/null | grep -qi podman; then
+if is_podman "$tool"; then
   "$tool" push --digestfile "$digest_file" "$IMG"
   digest=$(<"$digest_file")
 else

@@ -2,13 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.helm import HELM_NAMES, REPO, Helm, helm_binary
+from tests.support.helm import HELM_NAMES, Helm, helm_binary
 from tests.support.procs import stop_spawned
-
-
-@pytest.fixture(scope="session")
-def repo():
-    return REPO
 
 
 @pytest.fixture(scope="session", params=HELM_NAMES)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.helm import REPO
+from tests.support.paths import REPO
 
 SCRIPT = REPO / "ci" / "install-tools.sh"
 # What the script runs besides the tools it installs; npm is left out on purpose.

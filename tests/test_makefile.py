@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.support.helm import REPO
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed")
 

@@ -3,15 +3,16 @@ history, and ci/publish-charts.sh against a real registry."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from tests.support.helm import REPO, set_chart_field
+from tests.support.helm import set_chart_field
+from tests.support.paths import REPO, WORKLOAD_CHART
 from tests.support.registry import MISSING as REGISTRY_MISSING, serve_registry
+from tests.support.version import PROJECT_VERSION
 from tests.support.workflows import WORKFLOWS, lint_problems
 
 WORKFLOW = WORKFLOWS / "release.yaml"
@@ -35,18 +36,17 @@ def test_release_workflow_publishes_the_images_and_charts_of_the_tagged_version(
         return subprocess.run(["bash", "-e", "-c", check["run"]], cwd=root, capture_output=True, text=True,
                               env={**os.environ, "GITHUB_REF_NAME": tag, "OWNER": owner})
 
-    version = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
-    assert checked(f"v{version}", "PyTorchJob-MNIST").returncode == 0, "ghcr.io names are lowercase"
+    assert checked(f"v{PROJECT_VERSION}", "PyTorchJob-MNIST").returncode == 0, "ghcr.io names are lowercase"
     wrong_tag = checked("v99.0.0", "pytorchjob-mnist")
-    assert wrong_tag.returncode == 1 and f"tag v{version}" in wrong_tag.stdout, "the images carry pyproject's version"
-    fork = checked(f"v{version}", "someone")
+    assert wrong_tag.returncode == 1 and f"tag v{PROJECT_VERSION}" in wrong_tag.stdout, "the images carry pyproject's version"
+    fork = checked(f"v{PROJECT_VERSION}", "someone")
     assert fork.returncode == 1 and "pushes ghcr.io/someone/trainer" in fork.stdout, "the chart must pull what is pushed"
-    shutil.copytree(REPO / "charts" / "pytorchjob-mnist", tmp_path / "charts" / "pytorchjob-mnist")
+    shutil.copytree(WORKLOAD_CHART, tmp_path / "charts" / "pytorchjob-mnist")
     shutil.copy(REPO / "pyproject.toml", tmp_path)
     set_chart_field(tmp_path / "charts" / "pytorchjob-mnist", "appVersion", '"9.9.9"')
-    stale = checked(f"v{version}", "pytorchjob-mnist", root=tmp_path)
+    stale = checked(f"v{PROJECT_VERSION}", "pytorchjob-mnist", root=tmp_path)
     assert stale.returncode == 1, "the chart's default image tag is <appVersion>-<variant>"
-    assert "appVersion is 9.9.9" in stale.stdout and f'set appVersion: "{version}"' in stale.stdout
+    assert "appVersion is 9.9.9" in stale.stdout and f'set appVersion: "{PROJECT_VERSION}"' in stale.stdout
 
     images = workflow["jobs"]["images"]
     assert images["needs"] == "check" and images["permissions"]["packages"] == "write"

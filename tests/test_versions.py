@@ -1,14 +1,12 @@
 """One release number: `make image` tags <pyproject version>-<variant>, and the workload chart's
 default image tag is <appVersion>-<variant>, so they must agree or the default image is missing."""
-import re
-
 import yaml
 
 import trainer
-from tests.support.helm import REPO
+from tests.support.paths import WORKLOAD_CHART
+from tests.support.version import PROJECT_VERSION
 
 
 def test_pyproject_trainer_and_chart_app_version_agree():
-    pyproject = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
-    chart = yaml.safe_load((REPO / "charts" / "pytorchjob-mnist" / "Chart.yaml").read_text())
-    assert trainer.__version__ == pyproject == chart["appVersion"]
+    chart = yaml.safe_load((WORKLOAD_CHART / "Chart.yaml").read_text())
+    assert trainer.__version__ == PROJECT_VERSION == chart["appVersion"]

@@ -38,7 +38,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("-n", "--namespace", default="default", help="namespace to render for (default: default)")
     parser.add_argument("--chart", type=Path, default=DEFAULT_CHART, help="chart directory (default: %(default)s)")
     parser.add_argument("--helm", help="Helm binary, a path or a command on PATH "
-                                       "(default: $HELM, $TOOLS_BIN/helm4, helm3, helm, then helm on PATH)")
+                                       "(default: $HELM, then $TOOLS_BIN/helm from `make tools`, then helm on PATH)")
     parser.add_argument("--port", type=int, help="use this port instead of the chart's pytorchjob-port (23456)")
     parser.add_argument("--run-dir", type=Path, default=Path(".run"), help="state directory (default: .run)")
     parser.add_argument("--fresh", action="store_true",

@@ -19,8 +19,8 @@ class RenderError(RuntimeError):
 
 
 def find_helm(explicit: str | None = None) -> str:
-    """--helm, else $HELM (a path or a command on PATH), else the Helm `make tools` linked into
-    $TOOLS_BIN (the pinned 4 or 3, else the one it found on PATH), else `helm` on PATH."""
+    """--helm, else $HELM (a path or a command on PATH), else $TOOLS_BIN/helm, which ci/install-tools.sh
+    links to the Helm it prefers (the pinned 4, else 3, else the one on PATH), else `helm` on PATH."""
     for given, named in ((explicit, "--helm {}"), (os.environ.get("HELM"), "HELM={}")):
         if given:
             found = shutil.which(given)
@@ -28,10 +28,9 @@ def find_helm(explicit: str | None = None) -> str:
                 raise RenderError(f"{named.format(given)}: neither a path nor a command on PATH; name an installed "
                                   "Helm, or leave it out to use the one `make tools` installs")
             return found
-    tools_bin = Path(os.environ.get("TOOLS_BIN") or REPO / ".tools" / "bin")
-    for candidate in (tools_bin / name for name in ("helm4", "helm3", "helm")):
-        if candidate.exists():
-            return str(candidate)
+    linked = Path(os.environ.get("TOOLS_BIN") or REPO / ".tools" / "bin") / "helm"
+    if linked.exists():
+        return str(linked)
     found = shutil.which("helm")
     if found is None:
         raise RenderError("no Helm found: run `make tools`, or pass --helm /path/to/helm")

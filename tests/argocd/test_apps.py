@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.support.helm import REPO
+from tests.support.paths import REPO
 
 APPS = sorted((REPO / "ci" / "argocd" / "apps").glob("*.yaml"))
 

@@ -11,7 +11,8 @@ from lupa import lua51
 from yamllint import config as yamllint_config
 from yamllint import linter
 
-from tests.support.helm import REPO, by_kind
+from tests.support.helm import by_kind
+from tests.support.paths import REPO
 
 ARGOCD = REPO / "ci" / "argocd"
 CUSTOMIZATIONS = ARGOCD / "resource_customizations"

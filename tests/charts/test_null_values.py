@@ -7,7 +7,8 @@ import copy
 import pytest
 import yaml
 
-from tests.support.helm import REPO, SCHEMA_REFUSAL
+from tests.support.helm import SCHEMA_REFUSAL
+from tests.support.paths import REPO
 
 # Each chart with its optional templates switched on, so that every value is read somewhere. The
 # base must render: a base a guard refuses would hide every other error behind its message.

@@ -12,14 +12,14 @@ import yaml
 
 from tests.support.crd import load_pytorchjob_crd, validate_custom_object
 from tests.support.dockerfile import runtime_env
-from tests.support.helm import (REPO, SCHEMA_REFUSAL, by_kind, notes_preview_chart, one, render_notes,
+from tests.support.helm import (SCHEMA_REFUSAL, by_kind, notes_preview_chart, one, render_notes,
                                 set_chart_field, umbrella_chart)
 from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
+from tests.support.paths import WORKLOAD_CHART
 from tests.support.pss import restricted_violations
 from trainer.runtime import CPU_REQUEST_ENV
 
-CHART = REPO / "charts" / "pytorchjob-mnist"
-VALUES_FILES = sorted((CHART / "ci").glob("*-values.yaml")) + sorted((CHART / "examples").glob("*-values.yaml"))
+VALUES_FILES = sorted((WORKLOAD_CHART / "ci").glob("*-values.yaml")) + sorted((WORKLOAD_CHART / "examples").glob("*-values.yaml"))
 # The cache variables every trainer container gets, at the default scratch.cachePath.
 CACHE_ENV = {"XDG_CACHE_HOME": "/var/cache/trainer", "TORCH_HOME": "/var/cache/trainer/torch",
              "TRITON_HOME": "/var/cache/trainer", "MPLCONFIGDIR": "/var/cache/trainer/matplotlib",
@@ -99,7 +99,7 @@ def case_files(tmp_path_factory) -> dict[str, tuple[Path, ...]]:
 
 @pytest.fixture(scope="module")
 def rendered(helm, case_files) -> dict[str, list[dict]]:
-    return {name: helm.render(CHART, values_files=files) for name, files in case_files.items()}
+    return {name: helm.render(WORKLOAD_CHART, values_files=files) for name, files in case_files.items()}
 
 
 @pytest.fixture(scope="module")
@@ -110,13 +110,13 @@ def default_docs(rendered) -> list[dict]:
 def render_with(helm, values: dict, tmp_path: Path, **kwargs) -> list[dict]:
     path = tmp_path / "values.yaml"
     path.write_text(yaml.safe_dump(values))
-    return helm.render(CHART, values_files=(path,), **kwargs)
+    return helm.render(WORKLOAD_CHART, values_files=(path,), **kwargs)
 
 
 def template_error(helm, values: dict, tmp_path: Path, **kwargs) -> str:
     path = tmp_path / "values.yaml"
     path.write_text(yaml.safe_dump(values))
-    result = helm.template(CHART, values_files=(path,), **kwargs)
+    result = helm.template(WORKLOAD_CHART, values_files=(path,), **kwargs)
     assert result.returncode != 0, f"expected {values} to be refused, but it rendered"
     return result.stderr
 
@@ -148,7 +148,7 @@ def test_matrix_has_at_least_ten_combinations(case_files):
 
 def test_lint_strict_for_defaults_and_every_values_file(helm, case_files):
     for name, files in case_files.items():
-        args = ["lint", "--strict", str(CHART)]
+        args = ["lint", "--strict", str(WORKLOAD_CHART)]
         for f in files:
             args += ["-f", str(f)]
         result = helm.run(*args, check=False)
@@ -266,7 +266,7 @@ def test_large_whole_numbers_from_a_values_file_stay_integers(helm, tmp_path):
 
 def test_decimals_from_set_are_accepted(helm):
     """`--set` hands decimals to the chart as strings; they must still become trainer flags."""
-    docs = helm.render(CHART, set_values={"training.lr": "0.05", "training.momentum": "0.9", "tests.minAccuracy": "0.7"})
+    docs = helm.render(WORKLOAD_CHART, set_values={"training.lr": "0.05", "training.momentum": "0.9", "tests.minAccuracy": "0.7"})
     args = trainer_container(docs)["args"]
     assert (flag(args, "--lr"), flag(args, "--momentum")) == ("0.05", "0.9")
     assert one(docs, "Pod")["spec"]["containers"][0]["args"][1] == "0.7"
@@ -274,7 +274,7 @@ def test_decimals_from_set_are_accepted(helm):
 
 @pytest.mark.parametrize("lr", ["1.0", "2.0", "1.0e-2", "0.001", "1e-3", "10"])
 def test_positive_lr_strings_from_set_are_accepted(helm, lr):
-    assert flag(trainer_container(helm.render(CHART, set_values={"training.lr": lr}))["args"], "--lr") == lr
+    assert flag(trainer_container(helm.render(WORKLOAD_CHART, set_values={"training.lr": lr}))["args"], "--lr") == lr
 
 
 def test_checkpoint_every_zero_still_checkpoints_each_epoch(helm, tmp_path):
@@ -294,7 +294,7 @@ def test_command_and_args_replace_the_generated_ones(rendered):
 
 def test_a_command_without_args_gets_no_trainer_flags(helm):
     """A user's own script would die on the trainer's flags ("unrecognized arguments")."""
-    container = trainer_container(helm.render(CHART, set_values={"command": ["python", "/app/train.py"]}))
+    container = trainer_container(helm.render(WORKLOAD_CHART, set_values={"command": ["python", "/app/train.py"]}))
     assert container["command"] == ["python", "/app/train.py"]
     assert "args" not in container
 
@@ -303,8 +303,8 @@ def test_a_command_without_args_gets_no_trainer_flags(helm):
                                                (True, ["python", "-m", "trainer.torchrun", "--module", "trainer"])])
 def test_a_wrapper_runs_before_the_trainer_which_keeps_its_flags(helm, torchrun, trainer):
     wrapper = ["py-spy", "record", "-o", "/tmp/profile.svg", "--"]
-    plain = trainer_container(helm.render(CHART, set_values={"torchrun.enabled": torchrun}))
-    wrapped = trainer_container(helm.render(CHART, set_values={"wrapCommand": wrapper, "torchrun.enabled": torchrun}))
+    plain = trainer_container(helm.render(WORKLOAD_CHART, set_values={"torchrun.enabled": torchrun}))
+    wrapped = trainer_container(helm.render(WORKLOAD_CHART, set_values={"wrapCommand": wrapper, "torchrun.enabled": torchrun}))
     assert wrapped["command"] == wrapper + trainer
     assert wrapped["args"] == plain["args"] and wrapped["workingDir"] == plain["workingDir"] == "/mnt/pytorchjob-mnist"
     assert wrapped["env"] == plain["env"], "PYTHONSAFEPATH too: python -m still runs from the volume"
@@ -313,19 +313,19 @@ def test_a_wrapper_runs_before_the_trainer_which_keeps_its_flags(helm, torchrun,
 def test_the_trainers_relative_paths_land_on_the_volume_not_the_read_only_image(helm):
     """Seed-style `args` (--save-model, the default --data-dir data and --dir logs) write relative to the
     working directory; the image's is on the read-only root filesystem. A custom command keeps the image's."""
-    seed_style = trainer_container(helm.render(CHART, set_values={"args": ["--epochs=1", "--save-model"]}))
+    seed_style = trainer_container(helm.render(WORKLOAD_CHART, set_values={"args": ["--epochs=1", "--save-model"]}))
     assert seed_style["workingDir"] == "/mnt/pytorchjob-mnist"
     assert {"name": "storage", "mountPath": "/mnt/pytorchjob-mnist"} in seed_style["volumeMounts"]
     assert seed_style["securityContext"]["readOnlyRootFilesystem"] is True
     assert {"name": "PYTHONSAFEPATH", "value": "1"} in seed_style["env"], "the volume must not shadow packages"
-    own_script = trainer_container(helm.render(CHART, set_values={"command": ["python", "train.py"]}))
+    own_script = trainer_container(helm.render(WORKLOAD_CHART, set_values={"command": ["python", "train.py"]}))
     assert "workingDir" not in own_script
     assert "PYTHONSAFEPATH" not in {e["name"] for e in own_script["env"]}, "train.py may import its neighbours"
 
 
 def test_user_env_replaces_the_charts_entry_of_the_same_name(helm):
     """env is a keyed list: a duplicate name would make the API server refuse the job."""
-    docs = helm.render(CHART, set_values={"env[0].name": "TORCH_HOME", "env[0].value": "/models/torch",
+    docs = helm.render(WORKLOAD_CHART, set_values={"env[0].name": "TORCH_HOME", "env[0].value": "/models/torch",
                                           "env[1].name": "NCCL_DEBUG", "env[1].value": "INFO"})
     for replica in ("Master", "Worker"):
         env = trainer_container(docs, replica)["env"]
@@ -343,9 +343,9 @@ def run_dirs(docs: list[dict]) -> dict[str, str]:
 
 
 def test_two_releases_never_share_model_checkpoint_or_log_dirs(helm):
-    first = run_dirs(helm.render(CHART, release="mnist-a", namespace="team"))
-    second = run_dirs(helm.render(CHART, release="mnist-b", namespace="team"))
-    other_namespace = run_dirs(helm.render(CHART, release="mnist-a", namespace="other"))
+    first = run_dirs(helm.render(WORKLOAD_CHART, release="mnist-a", namespace="team"))
+    second = run_dirs(helm.render(WORKLOAD_CHART, release="mnist-b", namespace="team"))
+    other_namespace = run_dirs(helm.render(WORKLOAD_CHART, release="mnist-a", namespace="other"))
     for name in ("--output-dir", "--log-dir", "--checkpoint-dir"):
         assert len({first[name], second[name], other_namespace[name]}) == 3, name
     assert first["--output-dir"] == "/mnt/pytorchjob-mnist/runs/team/mnist-a/model"
@@ -452,7 +452,7 @@ def test_read_write_once_volume_keeps_all_its_pods_on_one_node(helm, tmp_path):
         assert len(terms) == 1, f"{name}: {template['spec'].get('affinity')}"
         for other, other_template in pods.items():
             assert selects(terms[0], other_template["metadata"]["labels"]), f"{name} is not kept with {other}"
-    other_release = volume_pods(helm.render(CHART, release="other"))["Master"]["metadata"]["labels"]
+    other_release = volume_pods(helm.render(WORKLOAD_CHART, release="other"))["Master"]["metadata"]["labels"]
     assert not selects(same_node_terms(pods["Master"])[0], other_release), "another release's pods are not selected"
 
 
@@ -507,7 +507,7 @@ def test_the_chart_sets_every_cache_variable_the_image_does(helm):
     move each one along with scratch.cachePath, or it stays on the read-only root filesystem."""
     image_cache = {name: value for name, value in runtime_env().items() if value.startswith("/var/cache/trainer")}
     assert image_cache == CACHE_ENV
-    moved = env_of(helm.render(CHART, set_values={"scratch.cachePath": "/scratch"}), "Worker")
+    moved = env_of(helm.render(WORKLOAD_CHART, set_values={"scratch.cachePath": "/scratch"}), "Worker")
     assert {name: moved[name] for name in CACHE_ENV} == {
         name: value.replace("/var/cache/trainer", "/scratch") for name, value in CACHE_ENV.items()}
 
@@ -600,12 +600,12 @@ def test_a_new_release_alone_leaves_a_pinned_pytorchjob_unchanged(helm, tmp_path
     """Argo CD replaces a changed job (Replace=true): a release that bumps only the chart's versions
     must not restart a running job whose image is pinned, through its helm.sh/chart or
     app.kubernetes.io/version label. Other objects keep the labels."""
-    bumped = tmp_path / CHART.name
-    shutil.copytree(CHART, bumped)
+    bumped = tmp_path / WORKLOAD_CHART.name
+    shutil.copytree(WORKLOAD_CHART, bumped)
     set_chart_field(bumped, "version", "99.0.0")
     set_chart_field(bumped, "appVersion", "99.0.0")
     pinned = {"set_values": {"image.tag": "2026-08-01-cpu"}}
-    before, after = helm.render(CHART, **pinned), helm.render(bumped, **pinned)
+    before, after = helm.render(WORKLOAD_CHART, **pinned), helm.render(bumped, **pinned)
     assert one(before, "PyTorchJob") == one(after, "PyTorchJob")
     labels = one(after, "PersistentVolumeClaim")["metadata"]["labels"]
     assert (labels["helm.sh/chart"], labels["app.kubernetes.io/version"]) == ("pytorchjob-mnist-99.0.0", "99.0.0")
@@ -731,7 +731,7 @@ def test_helm_test_pod_checks_this_runs_model_dir(default_docs):
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
     container = pod["spec"]["containers"][0]
     assert container["command"][:2] == ["python", "-c"]
-    assert container["command"][2] == (CHART / "files" / "check_run.py").read_text()
+    assert container["command"][2] == (WORKLOAD_CHART / "files" / "check_run.py").read_text()
     trainer_args = trainer_container(default_docs)["args"]
     assert container["args"] == [flag(trainer_args, "--output-dir"), "0.5", "1800", flag(trainer_args, "--run-id"), "2"]
     assert container["image"] == trainer_container(default_docs)["image"]
@@ -794,7 +794,7 @@ def test_argocd_example_skips_dry_run_and_helm_tests(rendered):
 
 @pytest.fixture(scope="module")
 def notes_chart(tmp_path_factory) -> Path:
-    return notes_preview_chart(CHART, tmp_path_factory.mktemp("notes"))
+    return notes_preview_chart(WORKLOAD_CHART, tmp_path_factory.mktemp("notes"))
 
 
 @pytest.fixture
@@ -813,7 +813,7 @@ def test_notes_tell_the_user_what_to_run(helm, notes):
                     "kubectl delete pvc mnist-storage -n ml"):
         assert command in text, command
     assert "kubectl delete pv " not in text, "a new claim's volume is the provisioner's to delete"
-    run_id = flag(trainer_container(helm.render(CHART, release="mnist", namespace="ml"))["args"], "--run-id")
+    run_id = flag(trainer_container(helm.render(WORKLOAD_CHART, release="mnist", namespace="ml"))["args"], "--run-id")
     assert f"this run's checkpoints in /mnt/pytorchjob-mnist/runs/ml/mnist/checkpoints/{run_id}." in text
     assert "all 2 pods run on one node" in text and "ReadWriteMany" in text
 
@@ -832,7 +832,7 @@ def test_notes_with_custom_args_say_where_the_test_looks(notes):
 
 
 def test_notes_of_an_elastic_job_follow_every_pod_for_rank_0(notes):
-    text = notes("-f", str(CHART / "ci" / "elastic-cpu-values.yaml"))
+    text = notes("-f", str(WORKLOAD_CHART / "ci" / "elastic-cpu-values.yaml"))
     assert "kubectl logs -f -n ml -l training.kubeflow.org/job-name=mnist --prefix" in text
     assert "kubectl logs -f mnist-master-0" not in text
 
@@ -982,9 +982,9 @@ def test_fail_guard_message(helm, tmp_path, case):
 
 def test_release_name_is_checked_like_fullname_override(helm):
     """Helm allows 53-character release names with dots; the job name must be stricter."""
-    dotted = helm.template(CHART, release="mnist.v1")
+    dotted = helm.template(WORKLOAD_CHART, release="mnist.v1")
     assert dotted.returncode != 0 and '"mnist.v1"' in dotted.stderr and "DNS-1035" in dotted.stderr
-    longest = helm.template(CHART, release="x" * 53, set_values={"workers": 101})
+    longest = helm.template(WORKLOAD_CHART, release="x" * 53, set_values={"workers": 101})
     assert longest.returncode != 0
     assert "set fullnameOverride to a name of at most 52 characters" in longest.stderr
 
@@ -1064,13 +1064,13 @@ def test_guards_accept_what_they_do_not_refuse(helm, tmp_path):
                               "training": {"extraArgs": None}}, tmp_path)
     assert one(docs, "Pod")["spec"]["containers"][0]["args"][1] == "0.95"
     assert one(docs, "Pod")["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == "data.v2"
-    args = trainer_container(helm.render(CHART, set_values={"training.momentum": "0.95"}))["args"]
+    args = trainer_container(helm.render(WORKLOAD_CHART, set_values={"training.momentum": "0.95"}))["args"]
     assert flag(args, "--momentum") == "0.95", "decimal strings below 1 from --set still pass"
 
 
 def test_renders_as_an_optional_subchart(helm, tmp_path):
     """Helm hands a subchart its `global` map and the parent's condition key; the closed schema takes both."""
-    parent = umbrella_chart(CHART, tmp_path)
+    parent = umbrella_chart(WORKLOAD_CHART, tmp_path)
     docs = helm.render(parent, set_values={"pytorchjob-mnist.enabled": True, "global.imageRegistry": "mirror.local"})
     assert one(docs, "PyTorchJob")
     assert helm.render(parent, set_values={"pytorchjob-mnist.enabled": False}) == []

@@ -6,13 +6,12 @@ import re
 
 import yaml
 
-from tests.support.helm import REPO
+from tests.support.paths import REPO, WORKLOAD_CHART
 
-CHART = REPO / "charts" / "pytorchjob-mnist"
 
 
 def quick_start() -> str:
-    return (CHART / "README.md").read_text().split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
+    return (WORKLOAD_CHART / "README.md").read_text().split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
 
 
 def test_quick_start_builds_and_uses_the_image_the_makefile_pushes():
@@ -29,14 +28,14 @@ def test_quick_start_builds_and_uses_the_image_the_makefile_pushes():
 
 
 def test_quick_start_helm_test_outlasts_the_test_pods_wait():
-    timeout = yaml.safe_load((CHART / "values.yaml").read_text())["tests"]["timeoutSeconds"]
+    timeout = yaml.safe_load((WORKLOAD_CHART / "values.yaml").read_text())["tests"]["timeoutSeconds"]
     assert f"helm test mnist -n ml --timeout {timeout + 60}s" in quick_start()
 
 
 def test_readme_does_not_promise_what_nothing_does():
-    readme = (CHART / "README.md").read_text()
+    readme = (WORKLOAD_CHART / "README.md").read_text()
     assert "makes the scheduler keep" not in readme and "scheduled next to" not in readme
     assert "podAffinity" in readme and "Multi-Attach" in readme, "the README explains the RWO co-location"
     assert "chart-testing installs" not in readme, "nothing in the repository runs `ct install`"
-    values = (CHART / "values.yaml").read_text()
+    values = (WORKLOAD_CHART / "values.yaml").read_text()
     assert "makes the scheduler keep" not in values and "scheduled next to" not in values

@@ -9,9 +9,9 @@ import sys
 import pytest
 import torch
 
-from tests.support.helm import REPO
+from tests.support.paths import WORKLOAD_CHART
 
-SCRIPT = (REPO / "charts" / "pytorchjob-mnist" / "files" / "check_run.py").read_text()
+SCRIPT = (WORKLOAD_CHART / "files" / "check_run.py").read_text()
 
 
 def check(model_dir, min_accuracy="0.5", timeout="0", run_id="run-b", world_size="2") -> subprocess.CompletedProcess:

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.helm import (REPO, SCHEMA_REFUSAL, Helm, by_kind, notes_preview_chart, one, render_notes,
+from tests.support.helm import (SCHEMA_REFUSAL, Helm, by_kind, notes_preview_chart, one, render_notes,
                                  set_chart_field, umbrella_chart)
 from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
+from tests.support.paths import OPERATOR_CHART, REPO
 from tests.support.pss import container_violations, restricted_violations
 
-CHART = REPO / "charts" / "training-operator"
-CI_VALUES = sorted(CHART.glob("ci/*-values.yaml"))
+CI_VALUES = sorted(OPERATOR_CHART.glob("ci/*-values.yaml"))
 # None = chart defaults; then every chart-testing values file.
 VARIANTS = [None, *CI_VALUES]
 VARIANT_IDS = ["defaults", *(f.name for f in CI_VALUES)]
@@ -31,7 +31,7 @@ NOT_BUILTIN = {"ServiceMonitor"}
 @functools.lru_cache(maxsize=None)
 def _render(helm: Helm, values_file=None, set_items: tuple = ()) -> tuple:
     docs = helm.render(
-        CHART,
+        OPERATOR_CHART,
         values_files=(values_file,) if values_file else (),
         set_values=dict(set_items),
         release=RELEASE,
@@ -47,7 +47,7 @@ def render(helm: Helm, values_file=None, **set_values) -> list[dict]:
 
 
 def template_error(helm: Helm, values_file: Path | None = None, **set_values) -> str:
-    result = helm.template(CHART, set_values=set_values, values_files=(values_file,) if values_file else (),
+    result = helm.template(OPERATOR_CHART, set_values=set_values, values_files=(values_file,) if values_file else (),
                            release=RELEASE, namespace=NAMESPACE)
     assert result.returncode != 0, f"{helm.name} accepted {values_file or set_values}"
     return result.stderr
@@ -82,7 +82,7 @@ def init_container_template(docs: list[dict], values: dict[str, str] | None = No
 
 @pytest.mark.parametrize("values_file", VARIANTS, ids=VARIANT_IDS)
 def test_helm_lint_strict(helm, values_file):
-    args = ["lint", "--strict", str(CHART), "--namespace", NAMESPACE] + (["-f", str(values_file)] if values_file else [])
+    args = ["lint", "--strict", str(OPERATOR_CHART), "--namespace", NAMESPACE] + (["-f", str(values_file)] if values_file else [])
     result = helm.run(*args, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 chart(s) failed" in result.stdout
@@ -301,7 +301,7 @@ def test_several_replicas_need_leader_election(helm):
 
 def test_high_availability_survives_a_node_drain(helm, tmp_path):
     """ci/ha-values.yaml: a PodDisruptionBudget over the operator pods, and replicas spread by node."""
-    docs = render(helm, CHART / "ci" / "ha-values.yaml")
+    docs = render(helm, OPERATOR_CHART / "ci" / "ha-values.yaml")
     deployment = one(docs, "Deployment")
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     budget = one(docs, "PodDisruptionBudget")
@@ -331,7 +331,7 @@ def test_a_budget_that_blocks_every_drain_is_refused(helm, replicas):
 
 def test_network_policy_opens_the_webhook_to_all_and_metrics_to_the_given_peers(helm):
     assert not by_kind(render(helm), "NetworkPolicy"), "opt-in: the cluster's plugin must enforce it"
-    docs = render(helm, CHART / "ci" / "tuned-values.yaml")
+    docs = render(helm, OPERATOR_CHART / "ci" / "tuned-values.yaml")
     policy = one(docs, "NetworkPolicy")["spec"]
     deployment = one(docs, "Deployment")
     assert policy["podSelector"]["matchLabels"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
@@ -519,7 +519,7 @@ def test_service_monitor_is_optional(helm):
 
 
 def test_notes_tell_the_user_what_to_check(helm, tmp_path):
-    chart = notes_preview_chart(CHART, tmp_path)
+    chart = notes_preview_chart(OPERATOR_CHART, tmp_path)
 
     def notes(**set_values):
         return render_notes(helm, chart, set_values=set_values, release=RELEASE, namespace=NAMESPACE)
@@ -536,7 +536,7 @@ def test_notes_tell_the_user_what_to_check(helm, tmp_path):
     assert "crds.enabled=false" in without_crd
     # The command it gives must render the CRD (the template file itself is not applicable YAML).
     show_only = re.search(r"--show-only (\S+) \| kubectl apply --server-side -f -", without_crd).group(1)
-    (crd,) = helm.render(CHART, set_values={"crds.enabled": True}, extra=("--show-only", show_only))
+    (crd,) = helm.render(OPERATOR_CHART, set_values={"crds.enabled": True}, extra=("--show-only", show_only))
     assert crd["kind"] == "CustomResourceDefinition" and crd["metadata"]["name"] == "pytorchjobs.kubeflow.org"
 
 
@@ -589,7 +589,7 @@ def test_values_schema_closes_every_object():
             found += open_objects(child, f"{path}.{name}")
         return found + open_objects(node.get("items"), f"{path}[]")
 
-    schema = json.loads((CHART / "values.schema.json").read_text())
+    schema = json.loads((OPERATOR_CHART / "values.schema.json").read_text())
     assert open_objects(schema) == [], "objects that would accept misspelled keys"
 
 
@@ -615,7 +615,7 @@ def test_renders_with_helm_global_values(helm):
 
 def test_renders_as_a_subchart(helm, tmp_path):
     # The usual optional dependency: its condition key reaches the subchart's closed schema.
-    parent = umbrella_chart(CHART, tmp_path)
+    parent = umbrella_chart(OPERATOR_CHART, tmp_path)
     docs = helm.render(parent, release=RELEASE, namespace=NAMESPACE,
                        set_values={"global.imageRegistry": "mirror.local", "training-operator.enabled": True})
     assert one(docs, "Deployment")["metadata"]["name"] == RELEASE
@@ -636,11 +636,11 @@ def test_port_guards_name_the_values(helm, set_values, expected):
 @pytest.mark.parametrize("release", ["2024-ops", "ops.v2"])
 def test_release_names_that_make_an_invalid_service_name_are_refused(helm, release):
     """Helm accepts these release names, but the API server refuses a Service named after them."""
-    result = helm.template(CHART, release=release, namespace=NAMESPACE)
+    result = helm.template(OPERATOR_CHART, release=release, namespace=NAMESPACE)
     assert result.returncode != 0, f"{helm.name} rendered release {release!r}"
     assert f'object name "{release}-training-operator"' in result.stderr
     assert "set fullnameOverride" in result.stderr
-    docs = helm.render(CHART, release=release, namespace=NAMESPACE, set_values={"fullnameOverride": "ops"})
+    docs = helm.render(OPERATOR_CHART, release=release, namespace=NAMESPACE, set_values={"fullnameOverride": "ops"})
     assert one(docs, "Service")["metadata"]["name"] == "ops"
 
 
@@ -700,11 +700,11 @@ def test_pod_labels_cannot_change_the_selector_labels(helm):
 def test_a_new_release_alone_leaves_the_operator_pod_unchanged(helm, tmp_path):
     """A changed pod template restarts the operator, and until the new one is ready its webhook
     refuses every PyTorchJob write: a release that bumps only the chart's versions must not."""
-    bumped = tmp_path / CHART.name
-    shutil.copytree(CHART, bumped)
+    bumped = tmp_path / OPERATOR_CHART.name
+    shutil.copytree(OPERATOR_CHART, bumped)
     set_chart_field(bumped, "version", "99.0.0")
     set_chart_field(bumped, "appVersion", "99.0.0")
-    before, after = (one(helm.render(chart), "Deployment") for chart in (CHART, bumped))
+    before, after = (one(helm.render(chart), "Deployment") for chart in (OPERATOR_CHART, bumped))
     assert before["spec"]["template"] == after["spec"]["template"]
     assert after["metadata"]["labels"]["helm.sh/chart"] == "training-operator-99.0.0"
 

@@ -16,7 +16,7 @@ from tests.support.crd import (
     structural_schema_problems,
     validate_custom_object,
 )
-from tests.support.helm import REPO
+from tests.support.paths import REPO
 
 # kubectl's client-side apply stores the whole object in one annotation, capped at 256 KiB.
 LAST_APPLIED_ANNOTATION_LIMIT = 262_144

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.helm import REPO
+from tests.support.paths import OPERATOR_CHART, WORKLOAD_CHART
 
-CHARTS = [REPO / "charts" / "training-operator", REPO / "charts" / "pytorchjob-mnist"]
+CHARTS = [OPERATOR_CHART, WORKLOAD_CHART]
 
 
 def documented_values(chart: Path) -> set[str]:

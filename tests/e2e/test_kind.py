@@ -13,7 +13,8 @@ import subprocess
 import pytest
 import yaml
 
-from tests.support.helm import REPO, by_kind
+from tests.support.helm import by_kind
+from tests.support.paths import OPERATOR_CHART, REPO, WORKLOAD_CHART
 from tests.support.procs import run_stoppable
 from tests.support.workflows import WORKFLOWS, lint_problems
 
@@ -24,7 +25,7 @@ SCRIPT_TEXT = E2E_SCRIPT.read_text()
 
 
 def script_setting(name: str) -> str:
-    """A plain `name=value` assignment of ci/e2e-kind.sh, with $repo and $operator_chart expanded."""
+    """A plain `name=value` assignment of ci/e2e-kind.sh, with $repo, $operator_chart and $workload_chart expanded."""
     match = re.search(rf'^{name}=("?)([^"\n]+)\1$', SCRIPT_TEXT, re.M)
     assert match, f"ci/e2e-kind.sh no longer sets {name}"
     value = match.group(2).replace("$repo", str(REPO))
@@ -116,7 +117,7 @@ def test_pytorchjob_script_refuses_wrong_usage():
 
 
 def test_the_webhook_names_the_e2e_expects_are_rendered(helm):
-    docs = helm.render(REPO / "charts" / "training-operator", release=script_setting("operator_release"),
+    docs = helm.render(OPERATOR_CHART, release=script_setting("operator_release"),
                        namespace=script_setting("operator_namespace"), values_files=(script_setting("operator_values"),))
     [webhook_configuration] = by_kind(docs, "ValidatingWebhookConfiguration")
     assert webhook_configuration["metadata"]["name"] == script_setting("webhook_configuration")
@@ -130,7 +131,7 @@ def test_the_webhook_names_the_e2e_expects_are_rendered(helm):
 def test_the_job_is_named_after_the_release(helm, release_setting, values_setting):
     """The script waits on pytorchjob/<release> and checks for the <release>-storage claim."""
     release = script_setting(release_setting)
-    docs = helm.render(REPO / "charts" / "pytorchjob-mnist", release=release,
+    docs = helm.render(WORKLOAD_CHART, release=release,
                        namespace=script_setting("workload_namespace"), values_files=(script_setting(values_setting),))
     assert [d["metadata"]["name"] for d in by_kind(docs, "PyTorchJob")] == [release]
     claims = by_kind(docs, "PersistentVolumeClaim")
@@ -142,7 +143,7 @@ def test_the_two_node_job_must_spread_its_pods_and_leaves_nothing(helm):
     """The second job has no volume (no single-node affinity, no helm test) and a required
     anti-affinity between its own pods, selected by the label the operator puts on them."""
     release = script_setting("two_nodes_release")
-    docs = helm.render(REPO / "charts" / "pytorchjob-mnist", release=release,
+    docs = helm.render(WORKLOAD_CHART, release=release,
                        namespace=script_setting("workload_namespace"),
                        values_files=(script_setting("workload_values"), script_setting("two_nodes_values")))
     assert {d["kind"] for d in docs} == {"PyTorchJob", "NetworkPolicy"}, "nothing the uninstall would keep or the test needs"
@@ -163,7 +164,7 @@ def test_the_elastic_job_is_searched_for_rank_0_and_keeps_its_claim(helm):
     """The third job: elastic torchrun over 3 pods (WORLD_SIZE 3), whose rank 0 may be in any pod, so
     check_rank0_log reads every pod's log when the job has an elasticPolicy; its claim (named and kept as
     test_the_job_is_named_after_the_release checks) is expected after the uninstall."""
-    docs = helm.render(REPO / "charts" / "pytorchjob-mnist", release=script_setting("elastic_release"),
+    docs = helm.render(WORKLOAD_CHART, release=script_setting("elastic_release"),
                        namespace=script_setting("workload_namespace"), values_files=(script_setting("elastic_values"),))
     [job] = by_kind(docs, "PyTorchJob")
     assert job["spec"]["elasticPolicy"] and job["spec"]["nprocPerNode"] == "1"
@@ -177,7 +178,7 @@ def test_the_operator_uninstall_leaves_the_crd_the_script_expects(helm):
     """The operator is installed with crds.keep=true, so its uninstall leaves exactly the CRD."""
     install = re.search(r'^helm install "\$operator_release".*?--wait', SCRIPT_TEXT, re.M | re.S).group(0)
     assert "--set crds.keep=true" in install
-    docs = helm.render(REPO / "charts" / "training-operator", release=script_setting("operator_release"),
+    docs = helm.render(OPERATOR_CHART, release=script_setting("operator_release"),
                        namespace=script_setting("operator_namespace"),
                        values_files=(script_setting("operator_values"),), set_values={"crds.keep": True})
     kept = [f"{d['kind']}/{d['metadata']['name']}" for d in docs

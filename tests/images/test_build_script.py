@@ -2,17 +2,17 @@
 from __future__ import annotations
 
 import os
-import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.dockerfile import source_revision
-from tests.support.helm import REPO
+from tests.support.paths import REPO
+from tests.support.version import PROJECT_VERSION
 
 BUILD_SCRIPT = REPO / "ci" / "build-image.sh"
-PYPROJECT_VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
 
 
 def make_recording_tool(directory: Path, name: str, buildx: bool = True,
@@ -62,7 +62,7 @@ def test_passes_variant_labels_and_context(recording_tool):
     # Labels, not build args: buildah's cache would keep a previous build's LABEL values.
     labels = dict(b.split("=", 1) for a, b in pairs if a == "--label")
     assert labels == {
-        "org.opencontainers.image.version": PYPROJECT_VERSION,
+        "org.opencontainers.image.version": PROJECT_VERSION,
         "org.opencontainers.image.revision": source_revision(),
         "org.opencontainers.image.created": "2023-11-14T22:13:20Z",
     }
@@ -85,6 +85,7 @@ def test_the_revision_label_marks_uncommitted_edits(tmp_path, recording_tool):
     script = repo / "ci" / BUILD_SCRIPT.name
     script.write_bytes(BUILD_SCRIPT.read_bytes())
     script.chmod(0o755)
+    shutil.copy(BUILD_SCRIPT.with_name("lib.sh"), repo / "ci")  # which the script sources
     (repo / "pyproject.toml").write_text('version = "1.2.3"\n')
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
     for command in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "c"]):

@@ -8,7 +8,7 @@ import tomllib
 from packaging.requirements import Requirement
 
 from tests.support.dockerfile import copies, env, runtime_env, stages
-from tests.support.helm import REPO
+from tests.support.paths import REPO
 
 
 def test_the_dependency_install_sees_only_the_requirement_list():

@@ -35,29 +35,21 @@ from typing import Callable, Iterator
 import pytest
 
 from tests.support.dockerfile import source_revision
-from tests.support.helm import REPO
+from tests.support.paths import REPO
+from tests.support.podman import PODMAN_DIR, podman, podman_env, podman_unusable
 from tests.support.procs import run_stoppable
+from tests.support.version import PROJECT_VERSION
 from trainer.benchmark import write_idx_dataset
 from trainer.data import load
 
-PODMAN_DIR = REPO / "ci" / "podman"
 # Each session tags its own build, so two test runs sharing one podman store (a developer's and CI's)
 # never inspect each other's image; CACHE_ANCHOR keeps each variant's newest build for the next run's cache.
 CACHE_ANCHOR = "localhost/pytorchjob-mnist/trainer:smoke-{variant}"
 # The CUDA build holds its venv in a build stage and in the image, beside pip's cache of the wheels.
 CUDA_BUILD_FREE_BYTES = 25 * 2**30
 CACHE_DIR = "/var/cache/trainer"  # the chart's scratch.cachePath and the image's XDG_CACHE_HOME
-PYPROJECT_VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
 
 pytestmark = pytest.mark.slow
-
-
-def podman_env() -> dict[str, str]:
-    return {**os.environ, "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(PODMAN_DIR / "containers.conf"))}
-
-
-def podman(*args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, env=podman_env(), check=check, timeout=timeout)
 
 
 def podman_missing() -> str | None:
@@ -69,11 +61,7 @@ def podman_missing() -> str | None:
         return "needs rootful podman (run as root): rootless podman cannot debootstrap or import the offline base"
     if shutil.which("debootstrap") is None:
         return "debootstrap is not installed: it makes the offline base image (no registry here)"
-    info = subprocess.run(["podman", "info", "--format", "{{.Host.Security.Rootless}}"],
-                          capture_output=True, text=True, env=podman_env())
-    if info.returncode != 0 or info.stdout.strip() != "false":
-        return f"podman is not usable rootful: {info.stderr.strip() or info.stdout.strip()}"
-    return None
+    return podman_unusable(rootful=True)
 
 
 def cpu_build_missing() -> str | None:
@@ -149,7 +137,7 @@ def test_image_metadata(image: str):
     assert env["XDG_CACHE_HOME"] == CACHE_DIR and env["TORCH_HOME"].startswith(CACHE_DIR + "/")
     assert env["CUDA_CACHE_PATH"].startswith(CACHE_DIR + "/"), "CUDA's JIT cache, not the read-only $HOME/.nv"
     labels = config["Labels"]
-    assert labels["org.opencontainers.image.version"] == PYPROJECT_VERSION
+    assert labels["org.opencontainers.image.version"] == PROJECT_VERSION
     assert labels["org.opencontainers.image.revision"] == source_revision()
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", labels["org.opencontainers.image.created"])
 

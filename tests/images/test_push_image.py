@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.images.test_image_podman import podman, podman_env
-from tests.support.helm import REPO
+from tests.support.paths import REPO
+from tests.support.podman import podman, podman_env, podman_unusable
 from tests.support.registry import MISSING as REGISTRY_MISSING, serve_registry
 
 REVISION_LABEL = "org.opencontainers.image.revision"
@@ -25,10 +25,7 @@ def push_setup_missing() -> str | None:
         return "podman is not installed (apt-get install -y podman runc)"
     if REGISTRY_MISSING:
         return REGISTRY_MISSING
-    info = podman("info", "--format", "{{.Host.Security.Rootless}}", check=False)
-    if info.returncode != 0:
-        return f"podman is not usable: {info.stderr.strip()}"
-    return None
+    return podman_unusable(rootful=False)
 
 
 pytestmark = pytest.mark.skipif(push_setup_missing() is not None, reason=str(push_setup_missing()))

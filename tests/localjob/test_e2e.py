@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.helm import REPO
+from tests.support.paths import REPO, WORKLOAD_CHART
 from tests.support.procs import free_port, spawn, torchrun_workers
 
 pytestmark = pytest.mark.slow
 
-CHART = REPO / "charts" / "pytorchjob-mnist"
 # Where the chart's paths land under the runner's run dir for release mnist in namespace default.
 RUN_SUBDIR = Path("volumes/mnist-storage/runs/default/mnist")
 KATIB_LINE = re.compile(r"^epoch=\d+ accuracy=\d\.\d{4} val_loss=\d+\.\d{4}$", re.MULTILINE)
@@ -90,7 +89,7 @@ def test_the_helm_test_check_passes_on_the_result(undisturbed_run, helm):
     """The chart's `helm test` pod, as rendered for the same values, run against what the job left
     on the claim: it finds this run's id in metrics.json."""
     _, _, run_dir = undisturbed_run
-    check = next(d for d in helm.render(CHART, set_values=UNDISTURBED) if d["kind"] == "Pod")["spec"]["containers"][0]
+    check = next(d for d in helm.render(WORKLOAD_CHART, set_values=UNDISTURBED) if d["kind"] == "Pod")["spec"]["containers"][0]
     _, min_accuracy, _, run_id, world_size = check["args"]
     assert json.loads((run_dir / RUN_SUBDIR / "model/metrics.json").read_text())["run_id"] == run_id
     result = subprocess.run([sys.executable, "-c", check["command"][2], str(run_dir / RUN_SUBDIR / "model"),
@@ -142,7 +141,7 @@ def test_elastic_worker_group_restarted_by_torchrun_resumes(tmp_path):
 def test_elastic_job_survives_losing_a_pod_that_does_not_host_the_rendezvous(tmp_path):
     """On a cluster only worker-0, which the rendezvous endpoint names, serves torchrun's c10d store;
     here every pod is 127.0.0.1, and a store that landed in worker-1 went down with it for every pod."""
-    runner = start_runner(tmp_path, "-f", str(CHART / "ci/elastic-cpu-values.yaml"), "--set", "training.epochs=4")
+    runner = start_runner(tmp_path, "-f", str(WORKLOAD_CHART / "ci/elastic-cpu-values.yaml"), "--set", "training.epochs=4")
     checkpoints = tmp_path / "mnist" / RUN_SUBDIR / "checkpoints"
     while not list(checkpoints.glob("*/checkpoint-*.pt")):
         assert runner.poll() is None, f"the job ended before its first checkpoint:\n{finish(runner)}"
@@ -167,7 +166,7 @@ def test_divergence_fails_at_once_under_restart_policy_exit_code(tmp_path):
 
 def test_elastic_torchrun_setup_succeeds(tmp_path):
     """ci/elastic-cpu-values.yaml: torchrun in all three pods, c10d rendezvous on worker-0 (→ 127.0.0.1)."""
-    runner = start_runner(tmp_path, "-f", str(CHART / "ci/elastic-cpu-values.yaml"))
+    runner = start_runner(tmp_path, "-f", str(WORKLOAD_CHART / "ci/elastic-cpu-values.yaml"))
     output = finish(runner)
     assert runner.returncode == 0, output
     assert re.search(r"mnist-worker-1: .*PET_RDZV_ENDPOINT=127\.0\.0\.1:\d+ PET_RDZV_BACKEND=c10d PET_NNODES=3:3 "

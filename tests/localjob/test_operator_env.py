@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ci.localjob import operator_env as op
-from tests.support.helm import REPO, one
+from tests.support.helm import one
+from tests.support.paths import WORKLOAD_CHART
 
-CHART = REPO / "charts" / "pytorchjob-mnist"
 
 
 def job(workers: int | None = 1, nproc: str | None = None, elastic: dict | None = None, master: bool = True,
@@ -122,7 +122,7 @@ def test_pods_restart_policy_and_camel_cased_replica_types():
 # --- the chart's renderings -----------------------------------------------------------------------
 
 def chart_job(helm, **set_values) -> dict:
-    return one(helm.render(CHART, set_values=set_values), "PyTorchJob")
+    return one(helm.render(WORKLOAD_CHART, set_values=set_values), "PyTorchJob")
 
 
 def test_chart_default_is_the_one_plus_one_example(helm):

@@ -2,24 +2,26 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 import sys
 from pathlib import Path
 
 import pytest
 
-from ci.localjob.pods import REPO, UnsupportedPod, cpu_shares, map_path, plan_pods, with_port
+from ci.localjob.pods import IMAGE_ENTRYPOINT, REPO, UnsupportedPod, cpu_shares, map_path, plan_pods, with_port
+from tests.support.dockerfile import stages
 from tests.support.helm import one
+from tests.support.paths import WORKLOAD_CHART
 from trainer.runtime import CPU_REQUEST_ENV
 
-CHART = REPO / "charts" / "pytorchjob-mnist"
 HOST_ENV = {"PATH": "/usr/bin", "HOME": "/home/me", "RANK": "7", "LOCAL_RANK": "3", "PET_NNODES": "9",
             "TORCHELASTIC_RUN_ID": "x", "PYTHONPATH": "/opt/lib"}
 
 
 @pytest.fixture(scope="module")
 def default_job(helm) -> dict:
-    return one(helm.render(CHART), "PyTorchJob")
+    return one(helm.render(WORKLOAD_CHART), "PyTorchJob")
 
 
 def test_default_pods_run_the_image_entrypoint_with_this_python(default_job, tmp_path):
@@ -28,6 +30,13 @@ def test_default_pods_run_the_image_entrypoint_with_this_python(default_job, tmp
     assert master.argv[:3] == (sys.executable, "-m", "trainer")
     assert master.argv[3:] == worker.argv[3:]
     assert master.restart_policy == "OnFailure"
+
+
+def test_the_image_entrypoint_is_the_dockerfiles():
+    """A container without a command runs the image's ENTRYPOINT, which the runner restates."""
+    runtime_steps = stages()["runtime"][1]
+    (entrypoint,) = [json.loads(arguments) for keyword, arguments in runtime_steps if keyword == "ENTRYPOINT"]
+    assert tuple(entrypoint) == IMAGE_ENTRYPOINT
 
 
 def test_volume_paths_in_args_and_env_become_local_directories(default_job, tmp_path):
@@ -115,7 +124,7 @@ def test_port_override(default_job, tmp_path):
 
 
 def test_torchrun_and_elastic_rendezvous_are_local(helm, tmp_path):
-    job = one(helm.render(CHART, set_values={"torchrun.enabled": True, "elasticPolicy.enabled": True}), "PyTorchJob")
+    job = one(helm.render(WORKLOAD_CHART, set_values={"torchrun.enabled": True, "elasticPolicy.enabled": True}), "PyTorchJob")
     master, worker = plan_pods(job, tmp_path, host_env=HOST_ENV)
     assert master.argv[:5] == (sys.executable, "-m", "trainer.torchrun", "--module", "trainer")
     assert master.env["PET_RDZV_ENDPOINT"] == "127.0.0.1:23456"
@@ -125,13 +134,13 @@ def test_torchrun_and_elastic_rendezvous_are_local(helm, tmp_path):
 
 @pytest.mark.parametrize("host", ["mnist-worker-0.ml", "mnist-worker-0.ml.svc", "mnist-worker-0.ml.svc.cluster.local"])
 def test_a_rendezvous_host_named_by_its_service_domain_is_local_too(helm, tmp_path, host):
-    job = one(helm.render(CHART, set_values={"torchrun.enabled": True, "elasticPolicy.enabled": True,
+    job = one(helm.render(WORKLOAD_CHART, set_values={"torchrun.enabled": True, "elasticPolicy.enabled": True,
                                              "elasticPolicy.rdzvHost": host, "elasticPolicy.rdzvConf.join_timeout": 900}),
               "PyTorchJob")
     master, worker = plan_pods(job, tmp_path, namespace="ml", host_env=HOST_ENV)
     assert master.env["PET_RDZV_ENDPOINT"] == "127.0.0.1:23456"
     assert worker.env["PET_RDZV_CONF"] == "join_timeout=900,is_host=true", "the user's settings stay"
-    external = one(helm.render(CHART, set_values={"torchrun.enabled": True, "elasticPolicy.enabled": True,
+    external = one(helm.render(WORKLOAD_CHART, set_values={"torchrun.enabled": True, "elasticPolicy.enabled": True,
                                                   "elasticPolicy.rdzvHost": "mnist-worker-0.other"}), "PyTorchJob")
     assert plan_pods(external, tmp_path, namespace="ml", host_env=HOST_ENV)[0].env["PET_RDZV_ENDPOINT"] == \
         "mnist-worker-0.other:23456", "another namespace's pod is not this job's"

@@ -14,7 +14,7 @@ import pytest
 
 from ci.localjob.pods import LocalPod
 from ci.localjob.supervisor import JobRunner, exit_code, retryable
-from tests.support.helm import REPO
+from tests.support.paths import REPO
 
 # Exits with the first code of CODES not yet used; a marker file per attempt counts attempts.
 SCRIPT = """

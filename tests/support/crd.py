@@ -15,9 +15,9 @@ from pathlib import Path
 
 import jsonschema
 
-from tests.support.helm import REPO, Helm
+from tests.support.helm import Helm
+from tests.support.paths import OPERATOR_CHART
 
-OPERATOR_CHART = REPO / "charts" / "training-operator"
 PYTORCHJOB_CRD_NAME = "pytorchjobs.kubeflow.org"
 
 

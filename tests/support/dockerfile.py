@@ -6,7 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from tests.support.helm import REPO
+from tests.support.paths import REPO
 
 DOCKERFILE = REPO / "docker" / "Dockerfile"
 

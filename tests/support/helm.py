@@ -10,7 +10,8 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
+
 TOOLS_BIN = Path(os.environ.get("TOOLS_BIN", REPO / ".tools" / "bin"))
 HELM_NAMES = ("helm3", "helm4")
 # What Helm 3 and Helm 4 both print when values.schema.json refuses the values (a template `fail` does not).

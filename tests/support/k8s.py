@@ -1,10 +1,29 @@
 """Offline validation of rendered manifests against Kubernetes' published JSON schemas."""
 from __future__ import annotations
 
-import kubernetes_validate
+import re
 
-# The oldest Kubernetes release we support and the newest one kubernetes-validate knows.
-OLDEST_KUBERNETES = "1.29"
+import kubernetes_validate
+import yaml
+
+from tests.support.paths import OPERATOR_CHART, WORKLOAD_CHART
+
+
+def _oldest_kubernetes() -> str:
+    """X.Y of the charts' `kubeVersion: ">=X.Y.0-0"`, which both must declare alike: the tests
+    validate both charts against the same releases."""
+    floors = set()
+    for chart in (OPERATOR_CHART, WORKLOAD_CHART):
+        declared = yaml.safe_load((chart / "Chart.yaml").read_text())["kubeVersion"]
+        match = re.fullmatch(r">=(\d+\.\d+)\.0-0", declared)
+        assert match, f"{chart.name}/Chart.yaml: kubeVersion {declared!r} is not the >=X.Y.0-0 the tests read"
+        floors.add(match.group(1))
+    assert len(floors) == 1, f"the charts' kubeVersion floors differ: {sorted(floors)}"
+    return floors.pop()
+
+
+# The oldest Kubernetes release the charts support (their kubeVersion) and the newest one kubernetes-validate knows.
+OLDEST_KUBERNETES = _oldest_kubernetes()
 NEWEST_KUBERNETES = kubernetes_validate.latest_version()
 KUBERNETES_VERSIONS = (OLDEST_KUBERNETES, NEWEST_KUBERNETES)
 

@@ -1,4 +1,7 @@
-"""Launch trainer processes the way the training-operator (or torchrun) would."""
+"""The processes the tests start: trainers launched the way the training-operator (or torchrun) would,
+with their environment and a free port; scripts stopped at a timeout so that their traps still clean
+up; the processes below a launcher; waiting until a trainer trains; and the reaper (tests/conftest.py)
+that stops whatever a test left running."""
 from __future__ import annotations
 
 import os
@@ -8,8 +11,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
-from tests.support.helm import REPO
+from tests.support.paths import REPO
 
 # Inherited by every trainer process: deterministic single-threaded math, and no network
 # reachable through urllib (torchvision downloads fail at once instead of timing out).
@@ -157,6 +161,24 @@ def start_pods(args: list[str], cwd: Path, world_size: int, port: int,
 
 def wait_all(procs: list[subprocess.Popen], timeout: float = 300) -> list[int]:
     return [p.wait(timeout=timeout) for p in procs]
+
+
+# Trainer flags for a run that outlasts any test and logs every step, for tests that stop it midway.
+LONG_RUN = ["--dataset", "synthetic", "--epochs", "100", "--threads", "1", "--dir", "", "--log-interval", "1"]
+
+
+def wait_until(ready: Callable[[], bool], proc: subprocess.Popen, log: Path, timeout: float = 120) -> None:
+    """Poll until `ready()` holds; fail with the output `proc` wrote to `log` if it exits or `timeout`
+    seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+        time.sleep(0.1)
+
+
+def has_trained(log: Path) -> bool:
+    """Whether the trainer writing `log` has logged a training step."""
+    return "Train Epoch" in log.read_text()
 
 
 def torchrun_workers(launcher_pid: int) -> list[int]:

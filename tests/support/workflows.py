@@ -4,7 +4,7 @@ from __future__ import annotations
 from yamllint import config as yamllint_config
 from yamllint import linter
 
-from tests.support.helm import REPO
+from tests.support.paths import REPO
 
 WORKFLOWS = REPO / ".github" / "workflows"
 # GitHub's own examples start with no `---`, run past 80 columns and use the key `on`.

@@ -7,7 +7,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 import torch
 
 from tests.support.gloo import ONE_RANK
-from tests.support.procs import children, free_port, run_trainer, trainer_env
+from tests.support.procs import LONG_RUN, children, free_port, has_trained, run_trainer, trainer_env, wait_until
 from trainer import data as datasets
 from trainer.benchmark import write_idx_dataset
 from trainer.cli import build_parser, check_outputs_writable, parse_args, shared_settings
@@ -339,9 +338,6 @@ def test_restart_resumes_only_a_run_with_the_same_settings(tmp_path):
     assert not killed_save.exists()
 
 
-LONG_RUN = ["--dataset", "synthetic", "--epochs", "100", "--threads", "1", "--dir", "", "--log-interval", "1"]
-
-
 @functools.cache
 def _pid_namespaces_work() -> bool:
     return shutil.which("unshare") is not None and subprocess.run(
@@ -377,10 +373,7 @@ def test_sigterm_stops_the_trainer_with_143(tmp_path, as_pid_1, stopped_in):
         started = subprocess.Popen([*prefix, sys.executable, "-m", "trainer", *LONG_RUN], cwd=tmp_path,
                                    env=trainer_env(PYTHONUNBUFFERED="1", **env), stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 120
-        while not ("Train Epoch" in log.read_text() if stopped_in == "training" else _listening(port)):
-            assert time.monotonic() < deadline and started.poll() is None, log.read_text()
-            time.sleep(0.1)
+        wait_until(lambda: has_trained(log) if stopped_in == "training" else _listening(port), started, log)
         trainer_pid = started.pid
         if as_pid_1:  # unshare's child, PID 1 in its namespace
             (trainer_pid,) = children(started.pid)

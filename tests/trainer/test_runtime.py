@@ -5,7 +5,7 @@ import sys
 import pytest
 import torch
 
-from tests.support.helm import REPO
+from tests.support.paths import REPO
 from trainer import runtime
 from trainer.distributed import LaunchError
 from trainer.runtime import autocast_for

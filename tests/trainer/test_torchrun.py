@@ -6,16 +6,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.support.procs import free_port, spawn, torchrun_workers, trainer_env
+from tests.support.procs import LONG_RUN, free_port, has_trained, spawn, torchrun_workers, trainer_env, wait_until
 
 ONE_WORKER = ["--standalone", "--nproc-per-node", "1", "--max-restarts", "0", "--module", "trainer"]
-LONG_RUN = ["--dataset", "synthetic", "--epochs", "100", "--threads", "1", "--dir", "", "--log-interval", "1"]
 
 
 def launch(launcher: str, args: list[str], cwd: Path) -> subprocess.Popen:
@@ -26,10 +24,7 @@ def launch(launcher: str, args: list[str], cwd: Path) -> subprocess.Popen:
 
 def training(launcher: subprocess.Popen, log: Path) -> int:
     """The pid of the launcher's worker, once it has trained a step."""
-    deadline = time.monotonic() + 120
-    while "Train Epoch" not in log.read_text():
-        assert time.monotonic() < deadline and launcher.poll() is None, log.read_text()
-        time.sleep(0.1)
+    wait_until(lambda: has_trained(log), launcher, log)
     (worker,) = torchrun_workers(launcher.pid)
     return worker
 
