@@ -4,7 +4,10 @@
 #   2. the CPU trainer image built from this checkout and `kind load`ed, plus the operator's images;
 #   3. charts/training-operator installed into a Pod Security "restricted" namespace; wait until its
 #      webhook has a CA bundle and answers;
-#   4. the webhook rejects a PyTorchJob with two Masters (the operator's rule);
+#   4. the webhook rejects a PyTorchJob with two Masters (the operator's rule); then the operator is
+#      upgraded (its pod restarts) and rolled back, and after each its webhook keeps the certificate
+#      the operator made (Helm must not drop what the operator wrote into the Secret and caBundle)
+#      and admits a valid job;
 #   5. charts/pytorchjob-mnist installed with the local image, also under "restricted"; the PyTorchJob
 #      must reach Succeeded, its Master must log the world size the spec asks for (so no pod trained
 #      alone), and `helm test` checks the model and metrics on the volume;
@@ -42,6 +45,7 @@ two_nodes_release=mnist-two-nodes
 elastic_values="$workload_chart/ci/elastic-cpu-values.yaml"
 elastic_release=mnist-elastic
 webhook_configuration=validator.training-operator.kubeflow.org
+webhook_secret=$operator_release-webhook-cert
 
 # find_tool NAME: NAME in $tools_bin, else on PATH.
 find_tool() {
@@ -213,6 +217,26 @@ check_rank0_log() {
     { echo "rank 0 of $1 printed no evaluation line (epoch=N accuracy=… val_loss=…)" >&2; return 1; }
 }
 
+# webhook_admits: a server-side dry run goes through the validating webhook, so it answers and admits a
+# valid PyTorchJob.
+webhook_admits() {
+  "$repo/ci/kind/pytorchjob.sh" e2e-valid "$workload_namespace" "$image" 1 | kubectl create --dry-run=server -f -
+}
+
+# webhook_ca: the CA of the operator's certificate (in its Secret) and the CA bundle it injected into
+# the webhook configuration; neither is in the chart's templates.
+webhook_ca() {
+  kubectl get secret "$webhook_secret" -n "$operator_namespace" -o jsonpath='{.data.ca\.crt}' || return 1
+  echo
+  kubectl get validatingwebhookconfiguration "$webhook_configuration" -o jsonpath='{.webhooks[0].clientConfig.caBundle}'
+}
+
+# check_webhook_kept WHAT CA: after WHAT, the webhook admits a valid job and still has the CA it had.
+check_webhook_kept() {
+  wait_until 120 "the webhook to admit a valid PyTorchJob after $1" webhook_admits
+  [[ "$(webhook_ca)" == "$2" ]] || { echo "$1 changed the webhook's certificate or CA bundle" >&2; return 1; }
+}
+
 # run_job RELEASE HELM_ARGS...: install pytorchjob-mnist as RELEASE with the local image (local_image,
 # set below), wait for its PyTorchJob to succeed and check its rank 0's log.
 run_job() {
@@ -288,10 +312,7 @@ wait_until 120 "the operator to inject the webhook CA bundle" bash -c \
   "[[ -n \$(\"$KUBECTL\" --context kind-$cluster get validatingwebhookconfiguration $webhook_configuration \
      -o jsonpath='{.webhooks[0].clientConfig.caBundle}') ]]"
 restricted_namespace "$workload_namespace"
-# A server-side dry run goes through the validating webhook: this proves it answers and admits a valid job.
-wait_until 120 "the webhook to admit a valid PyTorchJob" bash -c \
-  "\"$repo/ci/kind/pytorchjob.sh\" e2e-valid $workload_namespace $image 1 \
-   | \"$KUBECTL\" --context kind-$cluster create --dry-run=server -f -"
+wait_until 120 "the webhook to admit a valid PyTorchJob" webhook_admits
 
 step "the webhook rejects a PyTorchJob with Master.replicas=2"
 if rejection=$("$repo/ci/kind/pytorchjob.sh" e2e-two-masters "$workload_namespace" "$image" 2 \
@@ -304,6 +325,14 @@ grep -q 'admission webhook "validator.pytorchjob.training-operator.kubeflow.org"
   echo "the rejection did not come from the PyTorchJob webhook" >&2
   exit 1
 }
+
+step "upgrade the training-operator (its pod restarts), then roll it back"
+ca=$(webhook_ca)
+helm upgrade "$operator_release" "$operator_chart" -n "$operator_namespace" -f "$operator_values" \
+  --set crds.keep=true --set logLevel=debug --wait --timeout 5m
+check_webhook_kept "the upgrade" "$ca"
+helm rollback "$operator_release" 1 -n "$operator_namespace" --wait --timeout 5m
+check_webhook_kept "the rollback" "$ca"
 
 local_image=(--set "image.repository=${image%:*}" --set "image.tag=${image##*:}" --set image.pullPolicy=Never)
 
