@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import socket
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -18,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 BACKENDS = ("auto", "gloo", "nccl", "mpi")
-# The longest single try to reach rank 0's store; see _connect_store.
+# The longest single try to reach rank 0's store while it is not up yet; see _connect_store.
 STORE_CONNECT_ATTEMPT_SECONDS = 5.0
 
 
@@ -232,9 +233,9 @@ def _rendezvous_store(launch: LaunchEnv, timeout: timedelta) -> dist.TCPStore:
         store.wait([f"trainer/joined/{rank}" for rank in range(launch.world_size)],
                    timedelta(seconds=max(deadline - time.monotonic(), 1.0)))
         store.set_timeout(timeout)
-    except dist.DistError as error:
+    except (dist.DistError, OSError) as error:
         waited = timeout.total_seconds() - (deadline - time.monotonic())
-        reason = str(error).strip().splitlines()[0]
+        reason = str(error).strip().splitlines()[0] or type(error).__name__
         raise PeersUnreachable(
             f"rank {launch.rank} of {launch.world_size} could not meet the others at MASTER_ADDR={launch.master_addr} "
             f"MASTER_PORT={launch.master_port} (waiting up to {timeout.total_seconds():.0f} s, the longer of "
@@ -244,19 +245,30 @@ def _rendezvous_store(launch: LaunchEnv, timeout: timedelta) -> dist.TCPStore:
 
 
 def _connect_store(launch: LaunchEnv, deadline: float) -> dist.TCPStore:
-    """Rank 0 listens; the others connect to it by the monotonic `deadline`.
+    """Rank 0 listens; the others connect to it once it answers, by the monotonic `deadline`.
 
-    The others try in short attempts: a TCPStore client checks its timeout only between attempts,
-    each of which may itself take that long, so one long attempt could wait about twice the time.
+    The others first wait for the port with plain sockets: a TCPStore client checks its timeout only
+    between tries that may each take that long (about twice the time in all), and logs a C++ stack
+    trace for every failed try.
     """
+    if launch.rank != 0:
+        _wait_for_listener(launch.master_addr, launch.master_port, deadline)
+    return dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, is_master=launch.rank == 0,
+                         timeout=timedelta(seconds=max(deadline - time.monotonic(), 1.0)), wait_for_workers=False)
+
+
+def _wait_for_listener(host: str, port: int, deadline: float) -> None:
+    """Return once `host:port` accepts a connection; OSError (the last try's) at the deadline. The
+    name may not resolve yet either: the Master's Service exists before its pod has an address."""
     while True:
-        attempt = min(max(deadline - time.monotonic(), 1.0), STORE_CONNECT_ATTEMPT_SECONDS)
         try:
-            return dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size,
-                                 is_master=launch.rank == 0, timeout=timedelta(seconds=attempt), wait_for_workers=False)
-        except dist.DistError:
-            if launch.rank == 0 or time.monotonic() >= deadline:
+            socket.create_connection(
+                (host, port), timeout=min(max(deadline - time.monotonic(), 0.1), STORE_CONNECT_ATTEMPT_SECONDS)).close()
+            return
+        except OSError:
+            if time.monotonic() >= deadline:
                 raise
+            time.sleep(min(1.0, max(deadline - time.monotonic(), 0.0)))
 
 
 def check_group_matches(launch: LaunchEnv, group_rank: int, group_size: int) -> None:

@@ -143,11 +143,11 @@ def run_trainer(args: list[str], cwd: Path, timeout: float = 300, **env: str) ->
 
 
 def start_pods(args: list[str], cwd: Path, world_size: int, port: int,
-               more_args: dict[int, list[str]] | None = None) -> list[subprocess.Popen]:
+               more_args: dict[int, list[str]] | None = None, ranks: list[int] | None = None) -> list[subprocess.Popen]:
     """One process per 'pod' with the operator's env contract (RANK = replica index); `more_args`
-    adds flags for some ranks only."""
+    adds flags for some ranks only; `ranks` starts only those (default: all)."""
     procs = []
-    for rank in range(world_size):
+    for rank in range(world_size) if ranks is None else ranks:
         log = open(cwd / f"rank{rank}.log", "ab")
         procs.append(spawn(
             [sys.executable, "-m", "trainer", *args, *(more_args or {}).get(rank, [])], cwd=cwd, stdout=log,

@@ -96,6 +96,18 @@ def test_pods_started_with_different_flags_are_refused_on_every_rank(tmp_path, w
     assert time.monotonic() - started < 60, "refused before any collective could wait for --pg-timeout"
 
 
+def test_a_worker_waits_quietly_for_a_master_that_starts_late(tmp_path):
+    """Pods start minutes apart when one pulls its image; a TCPStore client would log a C++ stack
+    trace for every failed try in the meantime."""
+    port = free_port()
+    worker = start_pods([*SMALL, "--dir", ""], tmp_path, world_size=2, port=port, ranks=[1])
+    time.sleep(8)  # more than one try (STORE_CONNECT_ATTEMPT_SECONDS)
+    master = start_pods([*SMALL, "--dir", ""], tmp_path, world_size=2, port=port, ranks=[0])
+    assert wait_all(master + worker) == [0, 0]
+    log = (tmp_path / "rank1.log").read_text()
+    assert "frame #" not in log and "TCPStore" not in log, log
+
+
 def test_a_master_that_cannot_write_its_outputs_stops_every_rank_at_once(tmp_path):
     """The Worker meets rank 0 first, then both stop: had rank 0 stopped before the rendezvous, the
     Worker would wait for it up to --startup-timeout (30 minutes by default)."""
