@@ -9,6 +9,7 @@ import sys
 import traceback
 from dataclasses import asdict, fields
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -212,10 +213,7 @@ def run(args: argparse.Namespace) -> dict:
     try:
         # The model and its DDP wrapper live only inside _train, so they are freed before the
         # process group is destroyed rather than during interpreter exit.
-        metrics = _train(args, ctx, reporter)
-        reporter.close()  # may find the volume full: then this run has failed too
-        ctx.all_reduce_sum(torch.zeros(1, device=ctx.device))  # a barrier: rank 0 has written the outputs
-        return metrics
+        return _train(args, ctx, reporter)
     except BaseException as error:
         # A failure's traceback keeps _train's frames, and so the DDP wrapper, alive: drop their
         # locals (the traceback still prints) so that shutdown frees it before the group.
@@ -261,9 +259,27 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
     trainer.resume(latest)
     result = trainer.fit()
     metrics = final_metrics(args.run_id, data.name, config, ctx.world_size, result, trainer.progress)
-    if ctx.is_main:
-        _write_outputs(args, exported_state(trainer.net, data.pixel_mean, data.pixel_std), metrics, reporter)
+    _write_outputs_agreed(ctx, reporter, lambda: _write_outputs(
+        args, exported_state(trainer.net, data.pixel_mean, data.pixel_std), metrics, reporter))
     return metrics
+
+
+def _write_outputs_agreed(ctx: DistContext, reporter: Reporter, write: Callable[[], None]) -> None:
+    """Rank 0 writes the outputs (`write`) and its last TensorBoard events; then every rank learns
+    whether it could. So a full volume stops them all alike (exit 1), and no rank ends while rank 0
+    still writes."""
+    problem = None
+    try:
+        if ctx.is_main:
+            write()
+        reporter.close()  # a no-op but on rank 0
+    except StorageFull as error:
+        problem = error
+    verdict = ctx.broadcast_from_main(None if problem is None else str(problem))
+    if problem is not None:
+        raise problem
+    if verdict is not None:
+        raise StorageFull(f"rank 0 could not write its outputs: {verdict}")
 
 
 def _write_outputs(args: argparse.Namespace, model_state: dict, metrics: dict, reporter: Reporter) -> None:

@@ -14,11 +14,13 @@ import pytest
 import torch
 
 from tests.support.gloo import ONE_RANK
-from tests.support.procs import LONG_RUN, children, free_port, has_trained, run_trainer, trainer_env, wait_until
+from tests.support.procs import (LONG_RUN, children, free_port, has_trained, run_trainer, start_pods, trainer_env,
+                                 wait_all, wait_until)
 from trainer import data as datasets
 from trainer.benchmark import write_idx_dataset
 from trainer.cli import build_parser, check_outputs_writable, parse_args, shared_settings
-from trainer.distributed import STORE_CONNECT_ATTEMPT_SECONDS, LaunchError
+from trainer.distributed import STORE_CONNECT_ATTEMPT_SECONDS, LaunchError, PeersUnreachable
+from trainer.fileio import StorageFull
 from trainer.model import Net
 from trainer.runtime import native_bf16
 
@@ -234,6 +236,40 @@ def test_a_full_volume_under_the_tensorboard_events_fails_the_job_for_good(tmp_p
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: no space left on the volume of {events} to write TensorBoard events (No space left on device). "
         "Free space there or give the volume more, then restart the job.")
+
+
+def test_a_master_whose_last_events_find_the_volume_full_stops_every_rank_alike(tmp_path, tiny_volume):
+    """Without checkpoints the events reach the volume only as the run ends, after training."""
+    with open(tiny_volume / "filler", "wb") as filler, pytest.raises(OSError, match="No space left"):
+        while True:
+            filler.write(b"\0" * 65536)
+            filler.flush()
+    events = tiny_volume / "tensorboard"
+    codes = wait_all(start_pods([*QUICK, "--dir", str(events)], tmp_path, world_size=2, port=free_port()))
+    logs = [(tmp_path / f"rank{rank}.log").read_text() for rank in (0, 1)]
+    assert codes == [1, 1], logs
+    full = f"no space left on the volume of {events} to write TensorBoard events (No space left on device)"
+    assert f"error: {full}" in logs[0], logs[0]
+    assert f"error: rank 0 could not write its outputs: {full}" in logs[1], logs[1]
+
+
+def test_a_failed_run_reports_its_own_failure_and_still_shuts_down(monkeypatch):
+    """Closing the events after a failure may fail too (the same full volume): that must neither
+    replace the failure on its way out (its exit code) nor skip destroying the process group."""
+    from trainer import cli
+
+    class ClosingFails(cli.Reporter):
+        def close(self):
+            raise StorageFull("the volume is full as well")
+
+    shut = []
+    monkeypatch.setattr(cli, "init", lambda *args: ONE_RANK)
+    monkeypatch.setattr(cli, "Reporter", ClosingFails)
+    monkeypatch.setattr(cli, "shutdown", shut.append)
+    monkeypatch.setattr(cli, "_train", lambda *args: (_ for _ in ()).throw(PeersUnreachable("a peer is gone")))
+    with pytest.raises(PeersUnreachable, match="a peer is gone"):
+        cli.run(parse_args(["--dir", ""]))
+    assert shut == [ONE_RANK]
 
 
 def test_an_unreachable_master_is_named_in_one_line_and_retried(tmp_path):
