@@ -213,6 +213,16 @@ def tiny_volume(tmp_path):
     subprocess.run(["umount", str(volume)], check=True)
 
 
+@pytest.fixture
+def full_volume(tiny_volume):
+    """tiny_volume with no byte left: even the small TensorBoard event files do not fit."""
+    with open(tiny_volume / "filler", "wb") as filler, pytest.raises(OSError, match="No space left"):
+        while True:
+            filler.write(b"\0" * 65536)
+            filler.flush()
+    return tiny_volume
+
+
 def test_a_full_checkpoint_volume_fails_the_job_for_good(tmp_path, tiny_volume):
     """Every restart would retrain to the same checkpoint and fail there again: exit 1, not 128."""
     result = run_trainer([*QUICK, "--dir", "", "--checkpoint-dir", str(tiny_volume)], cwd=tmp_path)
@@ -223,14 +233,10 @@ def test_a_full_checkpoint_volume_fails_the_job_for_good(tmp_path, tiny_volume):
     assert not list(tiny_volume.iterdir()), "the partial write is removed"
 
 
-def test_a_full_volume_under_the_tensorboard_events_fails_the_job_for_good(tmp_path, tiny_volume):
+def test_a_full_volume_under_the_tensorboard_events_fails_the_job_for_good(tmp_path, full_volume):
     """The chart puts the events beside the checkpoints; they are flushed before each checkpoint."""
-    with open(tiny_volume / "filler", "wb") as filler, pytest.raises(OSError, match="No space left"):
-        while True:
-            filler.write(b"\0" * 65536)
-            filler.flush()
-    events = tiny_volume / "tensorboard"
-    result = run_trainer([*QUICK, "--dir", str(events), "--checkpoint-dir", str(tiny_volume / "checkpoints")],
+    events = full_volume / "tensorboard"
+    result = run_trainer([*QUICK, "--dir", str(events), "--checkpoint-dir", str(full_volume / "checkpoints")],
                          cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
@@ -238,13 +244,9 @@ def test_a_full_volume_under_the_tensorboard_events_fails_the_job_for_good(tmp_p
         "Free space there or give the volume more, then restart the job.")
 
 
-def test_a_master_whose_last_events_find_the_volume_full_stops_every_rank_alike(tmp_path, tiny_volume):
+def test_a_master_whose_last_events_find_the_volume_full_stops_every_rank_alike(tmp_path, full_volume):
     """Without checkpoints the events reach the volume only as the run ends, after training."""
-    with open(tiny_volume / "filler", "wb") as filler, pytest.raises(OSError, match="No space left"):
-        while True:
-            filler.write(b"\0" * 65536)
-            filler.flush()
-    events = tiny_volume / "tensorboard"
+    events = full_volume / "tensorboard"
     codes = wait_all(start_pods([*QUICK, "--dir", str(events)], tmp_path, world_size=2, port=free_port()))
     logs = [(tmp_path / f"rank{rank}.log").read_text() for rank in (0, 1)]
     assert codes == [1, 1], logs
