@@ -168,7 +168,7 @@ def check_outputs_writable(args: argparse.Namespace, ctx: DistContext) -> None:
     shared volume). Checked once the ranks have met, so that they all stop together: a rank 0 that
     stopped before joining would leave the others waiting up to --startup-timeout.
     """
-    problem = None
+    failure = None
     if ctx.is_main:
         # (directory, what names it, the fix; "" for the default one)
         outputs = [(args.output_dir, "--output-dir", ""), (args.checkpoint_dir, "--checkpoint-dir", ""),
@@ -181,10 +181,8 @@ def check_outputs_writable(args: argparse.Namespace, ctx: DistContext) -> None:
                 if path:
                     ensure_writable_dir(path, flag, fix)
         except NotWritableError as error:
-            problem = str(error)
-    problem = ctx.broadcast_from_main(problem)
-    if problem:
-        raise LaunchError(problem if ctx.is_main else f"rank 0 cannot write its outputs: {problem}")
+            failure = LaunchError(str(error))
+    ctx.raise_main_failure(failure, "cannot write its outputs")
 
 
 def train_config(args: argparse.Namespace, precision: str) -> TrainConfig:
@@ -268,18 +266,14 @@ def _write_outputs_agreed(ctx: DistContext, reporter: Reporter, write: Callable[
     """Rank 0 writes the outputs (`write`) and its last TensorBoard events; then every rank learns
     whether it could. So a full volume stops them all alike (exit 1), and no rank ends while rank 0
     still writes."""
-    problem = None
+    failure = None
     try:
         if ctx.is_main:
             write()
         reporter.close()  # a no-op but on rank 0
     except StorageFull as error:
-        problem = error
-    verdict = ctx.broadcast_from_main(None if problem is None else str(problem))
-    if problem is not None:
-        raise problem
-    if verdict is not None:
-        raise StorageFull(f"rank 0 could not write its outputs: {verdict}")
+        failure = error
+    ctx.raise_main_failure(failure, "could not write its outputs")
 
 
 def _write_outputs(args: argparse.Namespace, model_state: dict, metrics: dict, reporter: Reporter) -> None:

@@ -88,6 +88,15 @@ class DistContext:
         dist.broadcast_object_list(holder, src=0, device=self.device)
         return holder[0]
 
+    def raise_main_failure(self, failure: Exception | None, what: str) -> None:
+        """Raise rank 0's `failure` (None: none) on every rank: there as it is, elsewhere as the same
+        kind of error, saying "rank 0 `what`: …". So all ranks stop together, with one exit code."""
+        failure_on_main = self.broadcast_from_main(failure)
+        if failure is not None:
+            raise failure
+        if failure_on_main is not None:
+            raise type(failure_on_main)(f"rank 0 {what}: {failure_on_main}")
+
 
 @dataclass(frozen=True)
 class LaunchEnv:
