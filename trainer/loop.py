@@ -16,6 +16,7 @@ from trainer import sigterm
 from trainer.checkpoint import PROGRESS_KEYS, Checkpoint, CheckpointStore, IncompatibleCheckpoint, Progress
 from trainer.data import Dataset, epoch_shard, eval_shard
 from trainer.distributed import DistContext
+from trainer.fileio import StorageFull
 from trainer.metrics import Reporter
 from trainer.model import MEMORY_FORMAT, Net
 from trainer.runtime import autocast_for, configure_device
@@ -255,9 +256,16 @@ class Trainer:
         if not bool(torch.stack([param.isfinite().all() for param in self.net.parameters()]).all()):  # one sync
             raise self._diverged(
                 f"the weights became non-finite by step {self.progress.step}, so no checkpoint was written")
+        failure = None
         if self.ctx.is_main:
-            self.reporter.flush()
-            self.store.save(self.state(), self.progress.step)
+            try:
+                self.reporter.flush()
+                self.store.save(self.state(), self.progress.step)
+            except StorageFull as error:
+                failure = error
+        # A full volume stops every rank alike (exit 1), not rank 0 alone and the others at their
+        # next collective with a lost peer (128).
+        self.ctx.raise_main_failure(failure, "could not write its checkpoint")
 
     # -- training ------------------------------------------------------------------------------
 

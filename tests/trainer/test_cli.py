@@ -233,6 +233,14 @@ def test_a_full_checkpoint_volume_fails_the_job_for_good(tmp_path, tiny_volume):
     assert not list(tiny_volume.iterdir()), "the partial write is removed"
 
 
+def test_a_full_checkpoint_volume_stops_every_rank_alike(tmp_path, tiny_volume):
+    codes = wait_all(start_pods([*QUICK, "--dir", "", "--checkpoint-dir", str(tiny_volume)], tmp_path,
+                                world_size=2, port=free_port()))
+    logs = [(tmp_path / f"rank{rank}.log").read_text() for rank in (0, 1)]
+    assert codes == [1, 1], logs
+    assert f"error: rank 0 could not write its checkpoint: no space left on the volume of {tiny_volume}" in logs[1], logs[1]
+
+
 def test_a_full_volume_under_the_tensorboard_events_fails_the_job_for_good(tmp_path, full_volume):
     """The chart puts the events beside the checkpoints; they are flushed before each checkpoint."""
     events = full_volume / "tensorboard"
