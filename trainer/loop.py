@@ -265,7 +265,7 @@ class Trainer:
                 failure = error
         # A full volume stops every rank alike (exit 1), not rank 0 alone and the others at their
         # next collective with a lost peer (128).
-        self.ctx.raise_main_failure(failure, "could not write its checkpoint")
+        self.ctx.raise_main_failure(failure, "could not write")
 
     # -- training ------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from trainer.fileio import atomic_write, full_volume_is_final
+from trainer.fileio import StorageFull, atomic_write, full_volume_is_final
 from trainer.model import TRAIN_FLOPS_PER_IMAGE
 
 if TYPE_CHECKING:
@@ -23,6 +23,10 @@ class Reporter:
         self.enabled = enabled
         self._log_dir = log_dir if enabled else None
         self._events = None  # opened at the first scalar, once a resume has said where it starts
+        # A write that found the volume full. Raised at the next flush (a checkpoint) or close (the
+        # end), where every rank learns of it: raised at once, it would stop rank 0 alone, and the
+        # others would fail as for a lost peer.
+        self._full: StorageFull | None = None
         # A fresh start hides whatever an attempt killed before its first checkpoint logged here.
         self._purge_step = 1
 
@@ -62,6 +66,7 @@ class Reporter:
     def flush(self) -> None:
         """Hand the scalars logged so far to the OS. Called before each checkpoint: a resumed run logs only
         the steps after it, so scalars still in this process when a pod is killed would be lost for good."""
+        self._raise_if_full()
         if self._events is not None:
             with self._writing():
                 self._events.flush()
@@ -71,12 +76,17 @@ class Reporter:
         if events is not None:
             with self._writing():
                 events.close()
+        self._raise_if_full()
+
+    def _raise_if_full(self) -> None:
+        if self._full is not None:
+            raise self._full
 
     def _writing(self):
         return full_volume_is_final(self._log_dir, "TensorBoard events")
 
     def _scalar(self, tag: str, value: float, step: int) -> None:
-        if not self._log_dir:
+        if not self._log_dir or self._full is not None:
             return
         # tensorboardX's event file written in this thread: its SummaryWriter queues events for a thread
         # of its own, whose flush() leaves those still queued unwritten.
@@ -84,14 +94,17 @@ class Reporter:
         from tensorboardX.proto.event_pb2 import Event, SessionLog
         from tensorboardX.summary import scalar
 
-        with self._writing():
-            if self._events is None:
-                Path(self._log_dir).mkdir(parents=True, exist_ok=True)
-                self._events = EventsWriter(str(Path(self._log_dir) / "events"))
-                # TensorBoard hides the scalars of earlier attempts from this step on.
-                self._events.write_event(Event(wall_time=time.time(), step=self._purge_step,
-                                               session_log=SessionLog(status=SessionLog.START)))
-            self._events.write_event(Event(wall_time=time.time(), step=step, summary=scalar(tag, value)))
+        try:
+            with self._writing():
+                if self._events is None:
+                    Path(self._log_dir).mkdir(parents=True, exist_ok=True)
+                    self._events = EventsWriter(str(Path(self._log_dir) / "events"))
+                    # TensorBoard hides the scalars of earlier attempts from this step on.
+                    self._events.write_event(Event(wall_time=time.time(), step=self._purge_step,
+                                                   session_log=SessionLog(status=SessionLog.START)))
+                self._events.write_event(Event(wall_time=time.time(), step=step, summary=scalar(tag, value)))
+        except StorageFull as error:
+            self._full = error
 
 
 def final_metrics(run_id: str | None, dataset: str, config: TrainConfig, world_size: int,

@@ -238,7 +238,21 @@ def test_a_full_checkpoint_volume_stops_every_rank_alike(tmp_path, tiny_volume):
                                 world_size=2, port=free_port()))
     logs = [(tmp_path / f"rank{rank}.log").read_text() for rank in (0, 1)]
     assert codes == [1, 1], logs
-    assert f"error: rank 0 could not write its checkpoint: no space left on the volume of {tiny_volume}" in logs[1], logs[1]
+    assert f"error: rank 0 could not write: no space left on the volume of {tiny_volume}" in logs[1], logs[1]
+
+
+def test_events_that_find_the_volume_full_mid_epoch_stop_every_rank_at_the_next_checkpoint(tmp_path, full_volume):
+    """Events reach the file in 8 KB blocks: 256 scalars in the epoch's 128 steps (--log-interval 1) fill
+    one before its end, and only the epoch-end checkpoint is an agreement of every rank."""
+    events = full_volume / "tensorboard"
+    run = [*QUICK, "--limit-train", "4096", "--batch-size", "16", "--log-interval", "1", "--dir", str(events),
+           "--checkpoint-dir", str(tmp_path / "checkpoints"), "--checkpoint-every", "0"]
+    codes = wait_all(start_pods(run, tmp_path, world_size=2, port=free_port()))
+    logs = [(tmp_path / f"rank{rank}.log").read_text() for rank in (0, 1)]
+    assert codes == [1, 1], logs
+    full = f"no space left on the volume of {events} to write TensorBoard events (No space left on device)"
+    assert f"error: rank 0 could not write: {full}" in logs[1], logs[1]
+    assert "epoch=1 accuracy=" in logs[0], "rank 0 trained on to the epoch's end"
 
 
 def test_a_full_volume_under_the_tensorboard_events_fails_the_job_for_good(tmp_path, full_volume):
