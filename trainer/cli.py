@@ -9,7 +9,6 @@ import sys
 import traceback
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -168,8 +167,9 @@ def check_outputs_writable(args: argparse.Namespace, ctx: DistContext) -> None:
     shared volume). Checked once the ranks have met, so that they all stop together: a rank 0 that
     stopped before joining would leave the others waiting up to --startup-timeout.
     """
-    failure = None
-    if ctx.is_main:
+    with ctx.main_failure_stops_all("cannot write its outputs", LaunchError):
+        if not ctx.is_main:
+            return  # to the agreement on rank 0's verdict, as the block ends
         # (directory, what names it, the fix; "" for the default one)
         outputs = [(args.output_dir, "--output-dir", ""), (args.checkpoint_dir, "--checkpoint-dir", ""),
                    (args.log_dir, "--dir/--log-dir", "")]
@@ -181,8 +181,7 @@ def check_outputs_writable(args: argparse.Namespace, ctx: DistContext) -> None:
                 if path:
                     ensure_writable_dir(path, flag, fix)
         except NotWritableError as error:
-            failure = LaunchError(str(error))
-    ctx.raise_main_failure(failure, "cannot write its outputs")
+            raise LaunchError(str(error)) from error
 
 
 def train_config(args: argparse.Namespace, precision: str) -> TrainConfig:
@@ -257,23 +256,13 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
     trainer.resume(latest)
     result = trainer.fit()
     metrics = final_metrics(args.run_id, data.name, config, ctx.world_size, result, trainer.progress)
-    _write_outputs_agreed(ctx, reporter, lambda: _write_outputs(
-        args, exported_state(trainer.net, data.pixel_mean, data.pixel_std), metrics, reporter))
-    return metrics
-
-
-def _write_outputs_agreed(ctx: DistContext, reporter: Reporter, write: Callable[[], None]) -> None:
-    """Rank 0 writes the outputs (`write`) and its last TensorBoard events; then every rank learns
-    whether it could. So a full volume stops them all alike (exit 1), and no rank ends while rank 0
-    still writes."""
-    failure = None
-    try:
+    # Rank 0 writes its outputs and last events; then every rank learns whether it could, so a full
+    # volume stops them all alike (exit 1), and no rank ends while rank 0 still writes.
+    with ctx.main_failure_stops_all("could not write its outputs", StorageFull):
         if ctx.is_main:
-            write()
+            _write_outputs(args, exported_state(trainer.net, data.pixel_mean, data.pixel_std), metrics, reporter)
         reporter.close()  # a no-op but on rank 0
-    except StorageFull as error:
-        failure = error
-    ctx.raise_main_failure(failure, "could not write its outputs")
+    return metrics
 
 
 def _write_outputs(args: argparse.Namespace, model_state: dict, metrics: dict, reporter: Reporter) -> None:

@@ -12,6 +12,8 @@ import gc
 import os
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -88,9 +90,16 @@ class DistContext:
         dist.broadcast_object_list(holder, src=0, device=self.device)
         return holder[0]
 
-    def raise_main_failure(self, failure: Exception | None, what: str) -> None:
-        """Raise rank 0's `failure` (None: none) on every rank: there as it is, elsewhere as the same
-        kind of error, saying "rank 0 `what`: …". So all ranks stop together, with one exit code."""
+    @contextmanager
+    def main_failure_stops_all(self, what: str, *kinds: type[Exception]) -> Iterator[None]:
+        """Run the block, whose work is rank 0's, then raise an error of `kinds` it raised there on
+        every rank: elsewhere as the same kind of error, saying "rank 0 `what`: …". So all ranks stop
+        together with one exit code, not the others at their next collective as for a lost peer."""
+        failure = None
+        try:
+            yield
+        except kinds as error:
+            failure = error
         failure_on_main = self.broadcast_from_main(failure)
         if failure is not None:
             raise failure

@@ -256,16 +256,11 @@ class Trainer:
         if not bool(torch.stack([param.isfinite().all() for param in self.net.parameters()]).all()):  # one sync
             raise self._diverged(
                 f"the weights became non-finite by step {self.progress.step}, so no checkpoint was written")
-        failure = None
-        if self.ctx.is_main:
-            try:
+        # A full volume stops every rank alike (exit 1), not rank 0 alone.
+        with self.ctx.main_failure_stops_all("could not write", StorageFull):
+            if self.ctx.is_main:
                 self.reporter.flush()
                 self.store.save(self.state(), self.progress.step)
-            except StorageFull as error:
-                failure = error
-        # A full volume stops every rank alike (exit 1), not rank 0 alone and the others at their
-        # next collective with a lost peer (128).
-        self.ctx.raise_main_failure(failure, "could not write")
 
     # -- training ------------------------------------------------------------------------------
 
