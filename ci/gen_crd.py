@@ -11,6 +11,7 @@ JSON stays far below the 262,144-byte limit of kubectl's last-applied annotation
     python ci/gen_crd.py           # rewrite the chart template
     python ci/gen_crd.py --check   # exit 1 if the committed template is stale
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,9 @@ DEFINITIONS = (
 )
 
 # Grammar of resource.Quantity ("500m", "2Gi", "1e3"), as the API server parses it.
-QUANTITY_PATTERN = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
 
 # Kubernetes' OpenAPI declares these defaults; kubernetes-validate's JSON Schema drops them, but a
 # list-map key must be required or defaulted for server-side apply to merge list entries.
@@ -49,12 +52,23 @@ LIST_MAP_KEY_DEFAULTS = {
 TEMPLATE_METADATA_FIELDS = ("annotations", "finalizers", "labels", "name", "namespace")
 
 KEPT_KEYWORDS = {
-    "type", "format", "items", "properties", "additionalProperties", "required", "enum", "description",
-    "x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-map-type",
+    "type",
+    "format",
+    "items",
+    "properties",
+    "additionalProperties",
+    "required",
+    "enum",
+    "description",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-map-type",
 }
 # Strategic-merge and union hints have no meaning in a CRD schema.
 DROPPED_KEYWORDS = {
-    "x-kubernetes-patch-strategy", "x-kubernetes-patch-merge-key", "x-kubernetes-unions",
+    "x-kubernetes-patch-strategy",
+    "x-kubernetes-patch-merge-key",
+    "x-kubernetes-unions",
     "x-kubernetes-group-version-kind",
 }
 
@@ -127,7 +141,13 @@ class KubernetesSchemas:
         if node_type is None:
             raise ValueError(f"{owner}: untyped node {sorted(node)}")
         out["type"] = node_type
-        for key in ("format", "required", "x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-map-type"):
+        for key in (
+            "format",
+            "required",
+            "x-kubernetes-list-type",
+            "x-kubernetes-list-map-keys",
+            "x-kubernetes-map-type",
+        ):
             if key in node:
                 out[key] = node[key]
         if "enum" in node:
@@ -135,7 +155,9 @@ class KubernetesSchemas:
         if "description" in node:
             out["description"] = first_sentence(node["description"])
         if "properties" in node:
-            out["properties"] = {name: self.convert(child, f"{owner}.{name}") for name, child in node["properties"].items()}
+            out["properties"] = {
+                name: self.convert(child, f"{owner}.{name}") for name, child in node["properties"].items()
+            }
         if isinstance(node.get("additionalProperties"), dict):
             out["additionalProperties"] = self.convert(node["additionalProperties"], f"{owner}.*")
         if "items" in node:
@@ -151,7 +173,9 @@ class KubernetesSchemas:
             if key in item.get("required", []):
                 continue
             if (item_type, key) not in LIST_MAP_KEY_DEFAULTS:
-                raise ValueError(f"{item_type}.{key} is a list-map key without required/default: add it to LIST_MAP_KEY_DEFAULTS")
+                raise ValueError(
+                    f"{item_type}.{key} is a list-map key without required/default: add it to LIST_MAP_KEY_DEFAULTS"
+                )
             item["properties"][key]["default"] = LIST_MAP_KEY_DEFAULTS[(item_type, key)]
 
     def pod_template(self) -> dict:
@@ -182,126 +206,169 @@ def obj(description: str, properties: dict, **extra) -> dict:
 
 def pytorchjob_schema(k8s: KubernetesSchemas) -> dict:
     """The kubeflow.org/v1 PyTorchJob object (training-operator v1.9 API)."""
-    replica_spec = obj("How to run one replica type (Master or Worker).", {
-        "replicas": integer("Desired pod count; Master must be 1.", minimum=0),
-        "restartPolicy": string(
-            "When to restart failed pods; ExitCode retries only exit codes 128+ (signals).",
-            enum=["Always", "OnFailure", "Never", "ExitCode"],
-        ),
-        "template": k8s.pod_template(),
-    })
-    scheduling_policy = obj("Gang-scheduling settings for Volcano or scheduler-plugins.", {
-        "minAvailable": integer("Pods that must be schedulable together."),
-        "minResources": {
-            "type": "object",
-            "description": "Resources the gang needs before it starts.",
-            "additionalProperties": k8s.named("io.k8s.apimachinery.pkg.api.resource.Quantity"),
+    replica_spec = obj(
+        "How to run one replica type (Master or Worker).",
+        {
+            "replicas": integer("Desired pod count; Master must be 1.", minimum=0),
+            "restartPolicy": string(
+                "When to restart failed pods; ExitCode retries only exit codes 128+ (signals).",
+                enum=["Always", "OnFailure", "Never", "ExitCode"],
+            ),
+            "template": k8s.pod_template(),
         },
-        "priorityClass": string("PriorityClass of the pod group."),
-        "queue": string(
-            "Scheduler queue; immutable.",
-            **{"x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "queue is immutable"}]},
-        ),
-        "scheduleTimeoutSeconds": integer("Seconds to wait for the gang to be scheduled."),
-    })
-    run_policy = obj("Lifecycle policy shared by all Kubeflow v1 jobs.", {
-        "activeDeadlineSeconds": integer("Seconds the job may run before it is failed.", "int64", 0),
-        "backoffLimit": integer("Retries before the job is marked Failed.", minimum=0),
-        "cleanPodPolicy": string("Pods to delete when the job finishes.", enum=["All", "Running", "None"]),
-        "managedBy": string("Controller that reconciles the job (kubeflow.org/training-operator or kueue.x-k8s.io/multikueue)."),
-        "schedulingPolicy": scheduling_policy,
-        "suspend": {"type": "boolean", "default": False, "description": "Suspend the job: delete its pods, keep the object."},
-        "ttlSecondsAfterFinished": integer("Seconds after completion before the job is deleted.", minimum=0),
-    })
-    elastic_policy = obj("torchrun elastic (rendezvous) settings.", {
-        "maxReplicas": integer("Upper bound of Worker replicas.", minimum=1),
-        "maxRestarts": integer("torchrun --max-restarts.", minimum=0),
-        "metrics": {
-            "type": "array",
-            "description": "HPA metrics; when set the operator scales Workers with an autoscaling/v2 HPA.",
-            "items": k8s.named("io.k8s.api.autoscaling.v2.MetricSpec"),
-            "x-kubernetes-list-type": "atomic",
-        },
-        "minReplicas": integer("Lower bound of Worker replicas.", minimum=1),
-        "nProcPerNode": integer("Deprecated: use spec.nprocPerNode.", minimum=1),
-        "rdzvBackend": string("Rendezvous backend: c10d, etcd or etcd-v2."),
-        "rdzvConf": {
-            "type": "array",
-            "description": "Extra rendezvous configuration (PET_RDZV_CONF).",
-            "items": obj("One key=value pair.", {"key": string("Name."), "value": string("Value.")}),
-            "x-kubernetes-list-type": "atomic",
-        },
-        "rdzvHost": string("Rendezvous host; defaults to <job>-worker-0."),
-        "rdzvId": string("Rendezvous id (PET_RDZV_ID)."),
-        "rdzvPort": integer("Rendezvous port; defaults to the Worker's pytorchjob-port.", minimum=1),
-        "standalone": {"type": "boolean", "description": "Run torchrun with --standalone."},
-    })
-    replica_status = obj("Pod counts of one replica type.", {
-        "active": integer("Running pods."),
-        "failed": integer("Failed pods."),
-        "labelSelector": k8s.named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"),
-        "selector": string("Label selector of the pods, serialized (used by the scale subresource)."),
-        "succeeded": integer("Succeeded pods."),
-    })
-    condition = obj("An observation of the job's state.", {
-        "lastTransitionTime": timestamp("When the status last changed."),
-        "lastUpdateTime": timestamp("When the condition was last updated."),
-        "message": string("Human-readable details."),
-        "reason": string("Machine-readable reason."),
-        "status": string("True, False or Unknown."),
-        "type": string("Created, Running, Restarting, Succeeded, Suspended or Failed."),
-    }, required=["type", "status"])
-    return obj("PyTorchJob runs a distributed PyTorch training job.", {
-        "apiVersion": string("Versioned schema of this object."),
-        "kind": string("REST resource this object represents."),
-        "metadata": {"type": "object"},
-        "spec": obj("Desired state of the job.", {
-            "elasticPolicy": elastic_policy,
-            "nprocPerNode": string("Processes per pod: auto, cpu, gpu or an integer."),
-            "pytorchReplicaSpecs": {
+    )
+    scheduling_policy = obj(
+        "Gang-scheduling settings for Volcano or scheduler-plugins.",
+        {
+            "minAvailable": integer("Pods that must be schedulable together."),
+            "minResources": {
                 "type": "object",
-                "description": "Replica specs keyed by replica type: Master and/or Worker.",
-                "additionalProperties": replica_spec,
+                "description": "Resources the gang needs before it starts.",
+                "additionalProperties": k8s.named("io.k8s.apimachinery.pkg.api.resource.Quantity"),
             },
-            "runPolicy": run_policy,
-        }, required=["pytorchReplicaSpecs"]),
-        "status": obj("Observed state of the job, written by the operator.", {
-            "completionTime": timestamp("When the job finished."),
-            "conditions": {"type": "array", "description": "Job conditions, newest last.", "items": condition},
-            "lastReconcileTime": timestamp("When the operator last reconciled the job."),
-            "replicaStatuses": {
-                "type": "object",
-                "description": "Pod counts per replica type.",
-                "additionalProperties": replica_status,
+            "priorityClass": string("PriorityClass of the pod group."),
+            "queue": string(
+                "Scheduler queue; immutable.",
+                **{"x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "queue is immutable"}]},
+            ),
+            "scheduleTimeoutSeconds": integer("Seconds to wait for the gang to be scheduled."),
+        },
+    )
+    run_policy = obj(
+        "Lifecycle policy shared by all Kubeflow v1 jobs.",
+        {
+            "activeDeadlineSeconds": integer("Seconds the job may run before it is failed.", "int64", 0),
+            "backoffLimit": integer("Retries before the job is marked Failed.", minimum=0),
+            "cleanPodPolicy": string("Pods to delete when the job finishes.", enum=["All", "Running", "None"]),
+            "managedBy": string(
+                "Controller that reconciles the job (kubeflow.org/training-operator or kueue.x-k8s.io/multikueue)."
+            ),
+            "schedulingPolicy": scheduling_policy,
+            "suspend": {
+                "type": "boolean",
+                "default": False,
+                "description": "Suspend the job: delete its pods, keep the object.",
             },
-            "startTime": timestamp("When the operator acknowledged the job."),
-        }),
-    }, required=["spec"])
+            "ttlSecondsAfterFinished": integer("Seconds after completion before the job is deleted.", minimum=0),
+        },
+    )
+    elastic_policy = obj(
+        "torchrun elastic (rendezvous) settings.",
+        {
+            "maxReplicas": integer("Upper bound of Worker replicas.", minimum=1),
+            "maxRestarts": integer("torchrun --max-restarts.", minimum=0),
+            "metrics": {
+                "type": "array",
+                "description": "HPA metrics; when set the operator scales Workers with an autoscaling/v2 HPA.",
+                "items": k8s.named("io.k8s.api.autoscaling.v2.MetricSpec"),
+                "x-kubernetes-list-type": "atomic",
+            },
+            "minReplicas": integer("Lower bound of Worker replicas.", minimum=1),
+            "nProcPerNode": integer("Deprecated: use spec.nprocPerNode.", minimum=1),
+            "rdzvBackend": string("Rendezvous backend: c10d, etcd or etcd-v2."),
+            "rdzvConf": {
+                "type": "array",
+                "description": "Extra rendezvous configuration (PET_RDZV_CONF).",
+                "items": obj("One key=value pair.", {"key": string("Name."), "value": string("Value.")}),
+                "x-kubernetes-list-type": "atomic",
+            },
+            "rdzvHost": string("Rendezvous host; defaults to <job>-worker-0."),
+            "rdzvId": string("Rendezvous id (PET_RDZV_ID)."),
+            "rdzvPort": integer("Rendezvous port; defaults to the Worker's pytorchjob-port.", minimum=1),
+            "standalone": {"type": "boolean", "description": "Run torchrun with --standalone."},
+        },
+    )
+    replica_status = obj(
+        "Pod counts of one replica type.",
+        {
+            "active": integer("Running pods."),
+            "failed": integer("Failed pods."),
+            "labelSelector": k8s.named("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"),
+            "selector": string("Label selector of the pods, serialized (used by the scale subresource)."),
+            "succeeded": integer("Succeeded pods."),
+        },
+    )
+    condition = obj(
+        "An observation of the job's state.",
+        {
+            "lastTransitionTime": timestamp("When the status last changed."),
+            "lastUpdateTime": timestamp("When the condition was last updated."),
+            "message": string("Human-readable details."),
+            "reason": string("Machine-readable reason."),
+            "status": string("True, False or Unknown."),
+            "type": string("Created, Running, Restarting, Succeeded, Suspended or Failed."),
+        },
+        required=["type", "status"],
+    )
+    return obj(
+        "PyTorchJob runs a distributed PyTorch training job.",
+        {
+            "apiVersion": string("Versioned schema of this object."),
+            "kind": string("REST resource this object represents."),
+            "metadata": {"type": "object"},
+            "spec": obj(
+                "Desired state of the job.",
+                {
+                    "elasticPolicy": elastic_policy,
+                    "nprocPerNode": string("Processes per pod: auto, cpu, gpu or an integer."),
+                    "pytorchReplicaSpecs": {
+                        "type": "object",
+                        "description": "Replica specs keyed by replica type: Master and/or Worker.",
+                        "additionalProperties": replica_spec,
+                    },
+                    "runPolicy": run_policy,
+                },
+                required=["pytorchReplicaSpecs"],
+            ),
+            "status": obj(
+                "Observed state of the job, written by the operator.",
+                {
+                    "completionTime": timestamp("When the job finished."),
+                    "conditions": {"type": "array", "description": "Job conditions, newest last.", "items": condition},
+                    "lastReconcileTime": timestamp("When the operator last reconciled the job."),
+                    "replicaStatuses": {
+                        "type": "object",
+                        "description": "Pod counts per replica type.",
+                        "additionalProperties": replica_status,
+                    },
+                    "startTime": timestamp("When the operator acknowledged the job."),
+                },
+            ),
+        },
+        required=["spec"],
+    )
 
 
 def crd_spec(schema: dict) -> dict:
     return {
         "group": "kubeflow.org",
-        "names": {"kind": "PyTorchJob", "listKind": "PyTorchJobList", "plural": "pytorchjobs", "singular": "pytorchjob"},
+        "names": {
+            "kind": "PyTorchJob",
+            "listKind": "PyTorchJobList",
+            "plural": "pytorchjobs",
+            "singular": "pytorchjob",
+        },
         "scope": "Namespaced",
-        "versions": [{
-            "name": "v1",
-            "served": True,
-            "storage": True,
-            "additionalPrinterColumns": [
-                {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
-                {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-            ],
-            "schema": {"openAPIV3Schema": schema},
-            "subresources": {
-                "status": {},
-                "scale": {
-                    "specReplicasPath": ".spec.pytorchReplicaSpecs.Worker.replicas",
-                    "statusReplicasPath": ".status.replicaStatuses.Worker.active",
-                    "labelSelectorPath": ".status.replicaStatuses.Worker.selector",
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "additionalPrinterColumns": [
+                    {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                ],
+                "schema": {"openAPIV3Schema": schema},
+                "subresources": {
+                    "status": {},
+                    "scale": {
+                        "specReplicasPath": ".spec.pytorchReplicaSpecs.Worker.replicas",
+                        "statusReplicasPath": ".status.replicaStatuses.Worker.active",
+                        "labelSelectorPath": ".status.replicaStatuses.Worker.selector",
+                    },
                 },
-            },
-        }],
+            }
+        ],
     }
 
 

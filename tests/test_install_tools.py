@@ -1,4 +1,5 @@
 """ci/install-tools.sh (`make tools`) with stand-in binaries on a PATH that holds nothing else."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,21 @@ from tests.support.paths import REPO
 
 SCRIPT = REPO / "ci" / "install-tools.sh"
 # What the script runs besides the tools it installs; npm is left out on purpose.
-UTILITIES = ("bash", "dirname", "mkdir", "sed", "head", "ln", "rm", "mktemp", "tar", "sha256sum", "chmod", "mv",
-             "python3")
+UTILITIES = (
+    "bash",
+    "dirname",
+    "mkdir",
+    "sed",
+    "head",
+    "ln",
+    "rm",
+    "mktemp",
+    "tar",
+    "sha256sum",
+    "chmod",
+    "mv",
+    "python3",
+)
 
 
 def stand_in(directory: Path, name: str, output: str) -> None:
@@ -39,8 +53,12 @@ def sandbox(tmp_path: Path):
         uname.write_text(f'#!/bin/sh\ncase "$1" in -s) echo {system} ;; -m) echo {arch} ;; esac\n')
         uname.chmod(0o755)
         clean = {k: v for k, v in os.environ.items() if not k.endswith("_VERSION")}
-        return subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True,
-                              env={**clean, "PATH": str(path_dir), "TOOLS_BIN": str(bin_dir), **env})
+        return subprocess.run(
+            ["bash", str(SCRIPT)],
+            capture_output=True,
+            text=True,
+            env={**clean, "PATH": str(path_dir), "TOOLS_BIN": str(bin_dir), **env},
+        )
 
     return run, path_dir, bin_dir
 

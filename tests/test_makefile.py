@@ -1,4 +1,5 @@
 """The Makefile runs from the repository only: its paths are relative to it."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,9 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make i
 def test_make_from_another_directory_stops_before_any_recipe(tmp_path):
     """`make -f <repo>/Makefile clean` from elsewhere would delete that directory's build/."""
     (tmp_path / "build").mkdir()
-    result = subprocess.run(["make", "-f", str(REPO / "Makefile"), "clean"], cwd=tmp_path,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["make", "-f", str(REPO / "Makefile"), "clean"], cwd=tmp_path, capture_output=True, text=True
+    )
     assert result.returncode == 2
     assert f"run make in {REPO.resolve()}, or as make -C {REPO.resolve()}" in result.stderr
     assert (tmp_path / "build").is_dir()
@@ -49,8 +51,10 @@ def test_the_dev_venv_refuses_a_python_older_than_3_11(tmp_path):
         shutil.copy(REPO / name, checkout / name)
     # A Python 3.10 stand-in: this interpreter, reporting 3.10 to the version check.
     python310 = tmp_path / "python3.10"
-    python310.write_text(f'#!/bin/sh\nexec {sys.executable} -c "import sys; sys.version_info = (3, 10, 14); '
-                         f'sys.version = \'3.10.14\'; exec(sys.argv[1])" "$2"\n')
+    python310.write_text(
+        f'#!/bin/sh\nexec {sys.executable} -c "import sys; sys.version_info = (3, 10, 14); '
+        f'sys.version = \'3.10.14\'; exec(sys.argv[1])" "$2"\n'
+    )
     python310.chmod(0o755)
     result = subprocess.run(["make", "venv", f"PYTHON={python310}"], cwd=checkout, capture_output=True, text=True)
     assert result.returncode == 2
@@ -61,9 +65,15 @@ def test_the_dev_venv_refuses_a_python_older_than_3_11(tmp_path):
 def test_offline_images_get_the_release_name_only_when_asked():
     """An offline CPU image cannot load torchvision: under make image's release name by default,
     a later `make push` would publish it as the release's image."""
+
     def offline_build(*args: str, **env: str) -> str:
-        result = subprocess.run(["make", "-n", "image-offline", *args], cwd=REPO, capture_output=True, text=True,
-                                env={k: v for k, v in os.environ.items() if k != "IMG"} | env)
+        result = subprocess.run(
+            ["make", "-n", "image-offline", *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env={k: v for k, v in os.environ.items() if k != "IMG"} | env,
+        )
         assert result.returncode == 0, result.stderr
         return result.stdout
 

@@ -1,5 +1,6 @@
 """The release: .github/workflows/release.yaml; ci/check-chart-versions.sh run on a real git
 history, and ci/publish-charts.sh against a real registry."""
+
 from __future__ import annotations
 
 import os
@@ -9,9 +10,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from tests.support.helm import set_chart_field
 from tests.support.paths import REPO, WORKLOAD_CHART
-from tests.support.registry import MISSING as REGISTRY_MISSING, serve_registry
+from tests.support.registry import MISSING as REGISTRY_MISSING
+from tests.support.registry import serve_registry
 from tests.support.version import PROJECT_VERSION
 from tests.support.workflows import WORKFLOWS, lint_problems
 
@@ -33,14 +36,23 @@ def test_release_workflow_publishes_the_images_and_charts_of_the_tagged_version(
     assert check["env"]["OWNER"] == "${{ github.repository_owner }}"
 
     def checked(tag: str, owner: str, root=REPO) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", "-e", "-c", check["run"]], cwd=root, capture_output=True, text=True,
-                              env={**os.environ, "GITHUB_REF_NAME": tag, "OWNER": owner})
+        return subprocess.run(
+            ["bash", "-e", "-c", check["run"]],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "GITHUB_REF_NAME": tag, "OWNER": owner},
+        )
 
     assert checked(f"v{PROJECT_VERSION}", "PyTorchJob-MNIST").returncode == 0, "ghcr.io names are lowercase"
     wrong_tag = checked("v99.0.0", "pytorchjob-mnist")
-    assert wrong_tag.returncode == 1 and f"tag v{PROJECT_VERSION}" in wrong_tag.stdout, "the images carry pyproject's version"
+    assert wrong_tag.returncode == 1 and f"tag v{PROJECT_VERSION}" in wrong_tag.stdout, (
+        "the images carry pyproject's version"
+    )
     fork = checked(f"v{PROJECT_VERSION}", "someone")
-    assert fork.returncode == 1 and "pushes ghcr.io/someone/trainer" in fork.stdout, "the chart must pull what is pushed"
+    assert fork.returncode == 1 and "pushes ghcr.io/someone/trainer" in fork.stdout, (
+        "the chart must pull what is pushed"
+    )
     shutil.copytree(WORKLOAD_CHART, tmp_path / "charts" / "pytorchjob-mnist")
     shutil.copy(REPO / "pyproject.toml", tmp_path)
     set_chart_field(tmp_path / "charts" / "pytorchjob-mnist", "appVersion", '"9.9.9"')
@@ -110,27 +122,41 @@ def test_publishing_pushes_each_chart_version_the_registry_lacks(helm, tmp_path)
     (tmp_path / "registry").mkdir()
 
     def publish(destination: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", str(PUBLISH), helm.path, destination, "--plain-http"], cwd=checkout,
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            ["bash", str(PUBLISH), helm.path, destination, "--plain-http"],
+            cwd=checkout,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     def published(destination: str, name: str, version: str) -> bool:
-        return helm.run("show", "chart", f"{destination}/{name}", "--version", version, "--plain-http",
-                        check=False).returncode == 0
+        return (
+            helm.run(
+                "show", "chart", f"{destination}/{name}", "--version", version, "--plain-http", check=False
+            ).returncode
+            == 0
+        )
 
     with serve_registry(tmp_path / "registry") as host:
         destination = f"oci://{host}/charts"
-        versions = {Path(chart).name: yaml.safe_load((REPO / chart / "Chart.yaml").read_text())["version"]
-                    for chart in CHARTS}
+        versions = {
+            Path(chart).name: yaml.safe_load((REPO / chart / "Chart.yaml").read_text())["version"] for chart in CHARTS
+        }
         first = publish(destination)
         assert first.returncode == 0, first.stderr
         assert all(published(destination, name, version) for name, version in versions.items())
 
         again = publish(destination)
         assert again.returncode == 0, again.stderr
-        assert again.stdout.splitlines() == [f"{name} {version} is published already" for name, version in versions.items()]
+        assert again.stdout.splitlines() == [
+            f"{name} {version} is published already" for name, version in versions.items()
+        ]
 
         set_chart_field(checkout / "charts" / "pytorchjob-mnist", "version", "99.0.0")
         bumped = publish(destination)
         assert bumped.returncode == 0, bumped.stderr
-        assert bumped.stdout.splitlines()[0] == f"training-operator {versions['training-operator']} is published already"
+        assert (
+            bumped.stdout.splitlines()[0] == f"training-operator {versions['training-operator']} is published already"
+        )
         assert published(destination, "pytorchjob-mnist", "99.0.0")

@@ -1,4 +1,5 @@
 """shellcheck on every script under ci/."""
+
 from __future__ import annotations
 
 import subprocess
@@ -20,6 +21,8 @@ def test_the_scripts_are_found():
 def test_shellcheck_passes(script: Path):
     result = subprocess.run(
         [venv_tool("shellcheck"), "--severity=style", "--external-sources", str(script)],
-        capture_output=True, text=True, cwd=script.parent,
+        capture_output=True,
+        text=True,
+        cwd=script.parent,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -1,4 +1,5 @@
 """The test suite's own process reaper: what a test started does not outlive it."""
+
 from __future__ import annotations
 
 import os
@@ -63,4 +64,3 @@ def test_the_reaper_ends_what_an_exited_process_left_in_its_group():
     started.wait()
     stop_spawned(stop_seconds=2)
     assert gone(orphan)
-

@@ -1,5 +1,6 @@
 """One release number: `make image` tags <pyproject version>-<variant>, and the workload chart's
 default image tag is <appVersion>-<variant>, so they must agree or the default image is missing."""
+
 import yaml
 
 import trainer

@@ -10,6 +10,7 @@ A kernel floor (the model's convolutions and matmuls alone) shows how far either
 PyTorch's CPU kernels. On CPUs with bf16 hardware, the trainer's opt-in --precision bf16 is
 measured too, against the seed and against a bf16 GEMM peak; the goals stay fp32's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,11 @@ def kernel_floor_images_per_second(batch_size: int) -> float:
     net = Net().to(memory_format=MEMORY_FORMAT)
     images = torch.randn(batch_size, 1, 28, 28).contiguous(memory_format=MEMORY_FORMAT)
     seen = []  # (layer, its input, its output), in forward order
-    hooks = [layer.register_forward_hook(lambda layer, args, output: seen.append((layer, args[0], output)))
-             for layer in net.modules() if isinstance(layer, (nn.Conv2d, nn.Linear))]
+    hooks = [
+        layer.register_forward_hook(lambda layer, args, output: seen.append((layer, args[0], output)))
+        for layer in net.modules()
+        if isinstance(layer, (nn.Conv2d, nn.Linear))
+    ]
     kernels = []
     with torch.no_grad():
         net(images)
@@ -77,10 +81,22 @@ def kernel_floor_images_per_second(batch_size: int) -> float:
             input_grad = inputs is not images  # the pixels need none
             if isinstance(layer, nn.Conv2d):
                 kernels.append(partial(F.conv2d, inputs, weight, None, layer.stride, layer.padding))
-                kernels.append(partial(
-                    torch.ops.aten.convolution_backward, grad, inputs, weight, [layer.out_channels],
-                    layer.stride, layer.padding, layer.dilation, False, [0, 0], layer.groups,
-                    [input_grad, True, False]))
+                kernels.append(
+                    partial(
+                        torch.ops.aten.convolution_backward,
+                        grad,
+                        inputs,
+                        weight,
+                        [layer.out_channels],
+                        layer.stride,
+                        layer.padding,
+                        layer.dilation,
+                        False,
+                        [0, 0],
+                        layer.groups,
+                        [input_grad, True, False],
+                    )
+                )
             else:
                 kernels.append(partial(torch.mm, inputs, weight.t()))
                 kernels.append(partial(torch.mm, grad.t(), inputs))
@@ -96,13 +112,17 @@ def write_idx_dataset(root: Path, data: Dataset, name: str = "fashion-mnist") ->
     raw.mkdir(parents=True, exist_ok=True)
     train_images, train_labels, test_images, test_labels = IDX_FILES
     for images_file, labels_file, images, labels in (
-            (train_images, train_labels, data.train_images, data.train_labels),
-            (test_images, test_labels, data.test_images, data.test_labels)):
+        (train_images, train_labels, data.train_images, data.train_labels),
+        (test_images, test_labels, data.test_images, data.test_labels),
+    ):
         pixels = images[:, 0]
         pixels = ((pixels - pixels.min()) / (pixels.max() - pixels.min()) * 255).to(torch.uint8)
         (raw / images_file).write_bytes(
-            struct.pack(">IIII", 2051, len(labels), IMAGE_SIZE, IMAGE_SIZE) + pixels.numpy().tobytes())
-        (raw / labels_file).write_bytes(struct.pack(">II", 2049, len(labels)) + labels.to(torch.uint8).numpy().tobytes())
+            struct.pack(">IIII", 2051, len(labels), IMAGE_SIZE, IMAGE_SIZE) + pixels.numpy().tobytes()
+        )
+        (raw / labels_file).write_bytes(
+            struct.pack(">II", 2049, len(labels)) + labels.to(torch.uint8).numpy().tobytes()
+        )
 
 
 def seed_images_per_second(root: Path, steps: int) -> float:
@@ -120,8 +140,9 @@ def _seed_training_loop(root: Path, steps: int) -> float:
     from torch.utils.data import DataLoader, DistributedSampler
     from torchvision import datasets, transforms
 
-    train_ds = datasets.FashionMNIST(str(root), train=True, download=False,
-                                     transform=transforms.Compose([transforms.ToTensor()]))
+    train_ds = datasets.FashionMNIST(
+        str(root), train=True, download=False, transform=transforms.Compose([transforms.ToTensor()])
+    )
     loader = DataLoader(train_ds, batch_size=SEED_BATCH_SIZE, sampler=DistributedSampler(train_ds))
     torch.manual_seed(1)
     model = torch.nn.parallel.DistributedDataParallel(Net())
@@ -162,8 +183,23 @@ def _measure(side: str, batch_size: int, steps: int, root: Path, precision: str)
 
 
 def _child(side: str, batch_size: int, steps: int, root: Path, threads: int, precision: str = "fp32") -> float:
-    command = [sys.executable, "-m", "trainer.benchmark", "--side", side, "--batch-size", str(batch_size),
-               "--steps", str(steps), "--root", str(root), "--threads", str(threads), "--precision", precision]
+    command = [
+        sys.executable,
+        "-m",
+        "trainer.benchmark",
+        "--side",
+        side,
+        "--batch-size",
+        str(batch_size),
+        "--steps",
+        str(steps),
+        "--root",
+        str(root),
+        "--threads",
+        str(threads),
+        "--precision",
+        precision,
+    ]
     result = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])["value"]
 
@@ -172,8 +208,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer.benchmark", description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=150, help="timed steps per run at batch 64 (default: 150)")
     parser.add_argument("--runs", type=int, default=3, help="alternating runs per side (default: 3)")
-    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
-                        help="CPU threads for every side (default: all usable CPUs)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="CPU threads for every side (default: all usable CPUs)",
+    )
     parser.add_argument("--side", choices=("seed", "trainer", "gemm", "floor"), help=argparse.SUPPRESS)
     parser.add_argument("--batch-size", type=int, default=SEED_BATCH_SIZE, help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
@@ -206,26 +246,34 @@ def main(argv: list[str] | None = None) -> int:
     seed_ips, ours_ips, mfu_ips = (statistics.median(r) for r in (seed, ours, ours_mfu))
     peak, floor_ips, floor_mfu_ips = max(peaks), max(floors), max(floors_mfu)
     achieved = mfu_ips * TRAIN_FLOPS_PER_IMAGE
-    print(f"threads per side: {args.threads}; runs per side: {args.runs} (medians); "
-          f"timed steps: {args.steps} at batch {SEED_BATCH_SIZE}, {mfu_steps} at batch {MFU_BATCH_SIZE}")
+    print(
+        f"threads per side: {args.threads}; runs per side: {args.runs} (medians); "
+        f"timed steps: {args.steps} at batch {SEED_BATCH_SIZE}, {mfu_steps} at batch {MFU_BATCH_SIZE}"
+    )
     print(f"seed pipeline (DataLoader + ToTensor + DDP), batch {SEED_BATCH_SIZE}: {seed_ips:8.0f} images/s")
     print(f"this trainer (resident tensors),            batch {SEED_BATCH_SIZE}: {ours_ips:8.0f} images/s")
     print(f"speedup at batch {SEED_BATCH_SIZE}: {ours_ips / seed_ips:.2f}x (goal: >= 3x)")
     print(f"fp32 GEMM peak (4096x4096 matmul, best of {args.runs} runs): {peak / 1e9:.1f} GFLOP/s")
-    print(f"this trainer, batch {MFU_BATCH_SIZE}: {mfu_ips:.0f} images/s x {TRAIN_FLOPS_PER_IMAGE / 1e6:.2f} MFLOP "
-          f"= {achieved / 1e9:.1f} GFLOP/s = {100 * achieved / peak:.0f}% of the GEMM peak (goal: >= 60%)")
-    print(f"kernel floor (only the convolution and matmul kernels, each at its best alone): "
-          f"batch {SEED_BATCH_SIZE}: {floor_ips:.0f} images/s = {floor_ips / seed_ips:.2f}x the seed; "
-          f"batch {MFU_BATCH_SIZE}: {100 * floor_mfu_ips * TRAIN_FLOPS_PER_IMAGE / peak:.0f}% of the GEMM peak")
+    print(
+        f"this trainer, batch {MFU_BATCH_SIZE}: {mfu_ips:.0f} images/s x {TRAIN_FLOPS_PER_IMAGE / 1e6:.2f} MFLOP "
+        f"= {achieved / 1e9:.1f} GFLOP/s = {100 * achieved / peak:.0f}% of the GEMM peak (goal: >= 60%)"
+    )
+    print(
+        f"kernel floor (only the convolution and matmul kernels, each at its best alone): "
+        f"batch {SEED_BATCH_SIZE}: {floor_ips:.0f} images/s = {floor_ips / seed_ips:.2f}x the seed; "
+        f"batch {MFU_BATCH_SIZE}: {100 * floor_mfu_ips * TRAIN_FLOPS_PER_IMAGE / peak:.0f}% of the GEMM peak"
+    )
     if not with_bf16:
         print("--precision bf16: not measured, this CPU has no bf16 hardware (AVX512_BF16)")
         return 0
     bf16_ips, bf16_mfu_ips, bf16_peak = statistics.median(bf16), statistics.median(bf16_mfu), max(bf16_peaks)
     bf16_achieved = bf16_mfu_ips * TRAIN_FLOPS_PER_IMAGE
-    print(f"this trainer with --precision bf16 (opt-in; the goals are fp32's), batch {SEED_BATCH_SIZE}: "
-          f"{bf16_ips:.0f} images/s = {bf16_ips / seed_ips:.2f}x the seed; batch {MFU_BATCH_SIZE}: {bf16_mfu_ips:.0f} "
-          f"images/s = {bf16_achieved / 1e9:.1f} GFLOP/s = {100 * bf16_achieved / bf16_peak:.0f}% of the bf16 GEMM "
-          f"peak ({bf16_peak / 1e9:.1f} GFLOP/s)")
+    print(
+        f"this trainer with --precision bf16 (opt-in; the goals are fp32's), batch {SEED_BATCH_SIZE}: "
+        f"{bf16_ips:.0f} images/s = {bf16_ips / seed_ips:.2f}x the seed; batch {MFU_BATCH_SIZE}: {bf16_mfu_ips:.0f} "
+        f"images/s = {bf16_achieved / 1e9:.1f} GFLOP/s = {100 * bf16_achieved / bf16_peak:.0f}% of the bf16 GEMM "
+        f"peak ({bf16_peak / 1e9:.1f} GFLOP/s)"
+    )
     return 0
 
 

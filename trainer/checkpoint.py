@@ -1,4 +1,5 @@
 """Rank-0 checkpoints that a restarted pod resumes from, falling back past corrupt files."""
+
 from __future__ import annotations
 
 import re
@@ -108,8 +109,11 @@ class CheckpointStore:
                 )
             missing = REQUIRED_KEYS - set(state) if isinstance(state, dict) else REQUIRED_KEYS
             if missing or state.get("format") != FORMAT_VERSION:
-                self._set_aside(path, f"not a format-{FORMAT_VERSION} trainer checkpoint "
-                                      f"(missing {', '.join(sorted(missing)) or 'nothing'})")
+                self._set_aside(
+                    path,
+                    f"not a format-{FORMAT_VERSION} trainer checkpoint "
+                    f"(missing {', '.join(sorted(missing)) or 'nothing'})",
+                )
                 continue
             return path, state
         return None, None

@@ -1,5 +1,6 @@
 """`mnist-train`: a drop-in for the Kubeflow example's `mnist.py`, with the same flags and
 defaults, plus flags for data, outputs, checkpoints and speed."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,8 +15,15 @@ import torch
 
 from trainer import data as datasets
 from trainer.checkpoint import CheckpointStore, IncompatibleCheckpoint
-from trainer.distributed import (BACKENDS, DistContext, LaunchError, PeersUnreachable, check_same_settings, init,
-                                 shutdown)
+from trainer.distributed import (
+    BACKENDS,
+    DistContext,
+    LaunchError,
+    PeersUnreachable,
+    check_same_settings,
+    init,
+    shutdown,
+)
 from trainer.fileio import NotWritableError, StorageFull, atomic_write, ensure_writable_dir, remove_partial_writes
 from trainer.loop import LR_SCHEDULES, NonFiniteLoss, TrainConfig, new_trainer, read_latest_checkpoint
 from trainer.metrics import Reporter, final_metrics, write_metrics_json
@@ -36,6 +44,7 @@ EXIT_RETRYABLE = 128
 
 def _checked(convert, accept, requirement: str):
     """An argparse type: convert the text, then refuse values that `accept` rejects."""
+
     def parse(text: str):
         try:
             value = convert(text)
@@ -61,7 +70,9 @@ MAX_TIMEOUT_SECONDS = 30 * 24 * 3600
 MAX_THREADS = 1024
 _threads = _checked(int, lambda v: 0 <= v <= MAX_THREADS, f"from 0 to {MAX_THREADS}")
 _seed = _checked(int, lambda v: SEED_RANGE[0] <= v <= SEED_RANGE[1], "an integer from {} to {}".format(*SEED_RANGE))
-_timeout = _checked(float, lambda v: 0 < v <= MAX_TIMEOUT_SECONDS, f"a positive number of seconds up to {MAX_TIMEOUT_SECONDS}")
+_timeout = _checked(
+    float, lambda v: 0 < v <= MAX_TIMEOUT_SECONDS, f"a positive number of seconds up to {MAX_TIMEOUT_SECONDS}"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,83 +81,197 @@ def build_parser() -> argparse.ArgumentParser:
         description="DDP training of the Kubeflow MNIST/FashionMNIST CNN (PyTorchJob-ready).",
     )
     seed = p.add_argument_group("flags of the Kubeflow example script (same meaning and defaults)")
-    seed.add_argument("--batch-size", type=_positive_int, default=DEFAULTS.batch_size, metavar="N",
-                      help="training batch size per process (default: %(default)s)")
-    seed.add_argument("--test-batch-size", type=_positive_int, default=DEFAULTS.test_batch_size, metavar="N",
-                      help="evaluation batch size (default: %(default)s)")
-    seed.add_argument("--epochs", type=_positive_int, default=DEFAULTS.epochs, metavar="N",
-                      help="number of epochs to train (default: %(default)s)")
-    seed.add_argument("--lr", type=_positive_float, default=DEFAULTS.lr, metavar="LR",
-                      help="learning rate (default: %(default)s)")
-    seed.add_argument("--momentum", type=_fraction, default=DEFAULTS.momentum, metavar="M",
-                      help="SGD momentum (default: %(default)s)")
+    seed.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=DEFAULTS.batch_size,
+        metavar="N",
+        help="training batch size per process (default: %(default)s)",
+    )
+    seed.add_argument(
+        "--test-batch-size",
+        type=_positive_int,
+        default=DEFAULTS.test_batch_size,
+        metavar="N",
+        help="evaluation batch size (default: %(default)s)",
+    )
+    seed.add_argument(
+        "--epochs",
+        type=_positive_int,
+        default=DEFAULTS.epochs,
+        metavar="N",
+        help="number of epochs to train (default: %(default)s)",
+    )
+    seed.add_argument(
+        "--lr", type=_positive_float, default=DEFAULTS.lr, metavar="LR", help="learning rate (default: %(default)s)"
+    )
+    seed.add_argument(
+        "--momentum", type=_fraction, default=DEFAULTS.momentum, metavar="M", help="SGD momentum (default: %(default)s)"
+    )
     seed.add_argument("--no-cuda", action="store_true", help="train on the CPU even if a GPU is present")
-    seed.add_argument("--seed", type=_seed, default=DEFAULTS.seed, metavar="S", help="random seed (default: %(default)s)")
-    seed.add_argument("--log-interval", type=_positive_int, default=DEFAULTS.log_interval, metavar="N",
-                      help="batches between progress lines (default: %(default)s)")
-    seed.add_argument("--save-model", action="store_true",
-                      help=f"save the model as {MODEL_FILE} (in --output-dir, else the current directory)")
-    seed.add_argument("--dir", "--log-dir", dest="log_dir", default="logs", metavar="DIR",
-                      help="TensorBoard event directory (default: logs; '' disables TensorBoard)")
-    seed.add_argument("--backend", choices=BACKENDS, default="auto",
-                      help="process-group backend; auto picks nccl with CUDA, else gloo. The seed "
-                           "script's default is gloo; this one's is auto (default: auto)")
+    seed.add_argument(
+        "--seed", type=_seed, default=DEFAULTS.seed, metavar="S", help="random seed (default: %(default)s)"
+    )
+    seed.add_argument(
+        "--log-interval",
+        type=_positive_int,
+        default=DEFAULTS.log_interval,
+        metavar="N",
+        help="batches between progress lines (default: %(default)s)",
+    )
+    seed.add_argument(
+        "--save-model",
+        action="store_true",
+        help=f"save the model as {MODEL_FILE} (in --output-dir, else the current directory)",
+    )
+    seed.add_argument(
+        "--dir",
+        "--log-dir",
+        dest="log_dir",
+        default="logs",
+        metavar="DIR",
+        help="TensorBoard event directory (default: logs; '' disables TensorBoard)",
+    )
+    seed.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="auto",
+        help="process-group backend; auto picks nccl with CUDA, else gloo. The seed "
+        "script's default is gloo; this one's is auto (default: auto)",
+    )
 
     data = p.add_argument_group("data")
-    data.add_argument("--dataset", choices=datasets.DATASETS, default="fashion-mnist",
-                      help="fashion-mnist and mnist load through torchvision; digits is "
-                           "scikit-learn's bundled set at 28x28; synthetic is generated (default: fashion-mnist)")
-    data.add_argument("--fallback-dataset", choices=datasets.GENERATED_DATASETS, default=None,
-                      help="train on this instead, saying so, when --dataset's files are absent and "
-                           "cannot be downloaded; digits and synthetic never need it "
-                           "(default: fail with the missing files)")
-    data.add_argument("--data-dir", default="data", metavar="DIR",
-                      help="where torchvision datasets are read or downloaded (default: data)")
-    data.add_argument("--limit-train", type=_positive_int, default=None, metavar="N",
-                      help="train on the first N training samples only (quick runs)")
-    data.add_argument("--limit-test", type=_positive_int, default=None, metavar="N",
-                      help="evaluate on the first N test samples only (quick runs)")
+    data.add_argument(
+        "--dataset",
+        choices=datasets.DATASETS,
+        default="fashion-mnist",
+        help="fashion-mnist and mnist load through torchvision; digits is "
+        "scikit-learn's bundled set at 28x28; synthetic is generated (default: fashion-mnist)",
+    )
+    data.add_argument(
+        "--fallback-dataset",
+        choices=datasets.GENERATED_DATASETS,
+        default=None,
+        help="train on this instead, saying so, when --dataset's files are absent and "
+        "cannot be downloaded; digits and synthetic never need it "
+        "(default: fail with the missing files)",
+    )
+    data.add_argument(
+        "--data-dir",
+        default="data",
+        metavar="DIR",
+        help="where torchvision datasets are read or downloaded (default: data)",
+    )
+    data.add_argument(
+        "--limit-train",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="train on the first N training samples only (quick runs)",
+    )
+    data.add_argument(
+        "--limit-test",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="evaluate on the first N test samples only (quick runs)",
+    )
 
     out = p.add_argument_group("outputs and restarts")
-    out.add_argument("--output-dir", default=None, metavar="DIR",
-                     help=f"write {MODEL_FILE} and {METRICS_FILE} here (rank 0)")
-    out.add_argument("--run-id", default=None, metavar="ID",
-                     help=f"recorded in {METRICS_FILE}, so a check can tell this run's results from an "
-                          "earlier run's in the same --output-dir (default: none)")
-    out.add_argument("--checkpoint-dir", default=None, metavar="DIR",
-                     help="write checkpoints here and resume from the newest valid one on start")
-    out.add_argument("--checkpoint-every", type=_non_negative_int, default=DEFAULTS.checkpoint_every, metavar="STEPS",
-                     help="steps between checkpoints; each epoch end is one too; 0 for epoch ends only (default: %(default)s)")
-    out.add_argument("--keep-checkpoints", type=_positive_int, default=3, metavar="K",
-                     help="how many recent checkpoints to keep (default: 3)")
+    out.add_argument(
+        "--output-dir", default=None, metavar="DIR", help=f"write {MODEL_FILE} and {METRICS_FILE} here (rank 0)"
+    )
+    out.add_argument(
+        "--run-id",
+        default=None,
+        metavar="ID",
+        help=f"recorded in {METRICS_FILE}, so a check can tell this run's results from an "
+        "earlier run's in the same --output-dir (default: none)",
+    )
+    out.add_argument(
+        "--checkpoint-dir",
+        default=None,
+        metavar="DIR",
+        help="write checkpoints here and resume from the newest valid one on start",
+    )
+    out.add_argument(
+        "--checkpoint-every",
+        type=_non_negative_int,
+        default=DEFAULTS.checkpoint_every,
+        metavar="STEPS",
+        help="steps between checkpoints; each epoch end is one too; 0 for epoch ends only (default: %(default)s)",
+    )
+    out.add_argument(
+        "--keep-checkpoints",
+        type=_positive_int,
+        default=3,
+        metavar="K",
+        help="how many recent checkpoints to keep (default: 3)",
+    )
 
     opt = p.add_argument_group("optimization and speed")
-    opt.add_argument("--lr-schedule", choices=LR_SCHEDULES, default=DEFAULTS.lr_schedule,
-                     help="constant (the seed's) or onecycle: warm up, then decay linearly to 0")
+    opt.add_argument(
+        "--lr-schedule",
+        choices=LR_SCHEDULES,
+        default=DEFAULTS.lr_schedule,
+        help="constant (the seed's) or onecycle: warm up, then decay linearly to 0",
+    )
     opt.add_argument("--nesterov", action="store_true", help="Nesterov momentum (needs --momentum > 0)")
-    opt.add_argument("--weight-decay", type=_non_negative_float, default=DEFAULTS.weight_decay, metavar="WD",
-                     help="L2 weight decay (default: %(default)s)")
-    opt.add_argument("--label-smoothing", type=_fraction, default=DEFAULTS.label_smoothing, metavar="EPS",
-                     help="label smoothing for the training loss (default: %(default)s)")
-    opt.add_argument("--compile", action="store_true",
-                     help="torch.compile the model (needs a compiler in the image: g++ on CPU, gcc or clang on GPU; "
-                          "pays off on long GPU runs)")
-    opt.add_argument("--precision", choices=PRECISIONS, default="auto",
-                     help="bf16 autocasts the model's layers to bfloat16 (weights, gradients and optimizer stay "
-                          "fp32); it needs a GPU with bf16 hardware (Ampere on) or an x86 CPU with AVX512_BF16. "
-                          "auto takes bf16 on such GPUs and fp32 on CPUs, so a job's numbers do not depend on "
-                          "which CPU node its pods land on (default: auto)")
-    opt.add_argument("--threads", type=_threads, default=0, metavar="N",
-                     help="CPU threads per process; 0 = OMP_NUM_THREADS, else the cgroup CPU quota (or "
-                          "without one TRAINER_CPU_REQUEST_MILLICORES) divided by local processes. torchrun "
-                          "sets OMP_NUM_THREADS=1 for several processes per node, so there a 1 is ignored: "
-                          "use --threads 1 (default: 0)")
-    opt.add_argument("--pg-timeout", type=_timeout, default=300.0, metavar="SECONDS",
-                     help="process-group timeout: a dead peer fails the job after this long (default: 300)")
-    opt.add_argument("--startup-timeout", type=_timeout, default=1800.0, metavar="SECONDS",
-                     help="how long processes wait for each other to start (pods pulling images or pending; "
-                          "under torchrun its rendezvous timeout applies instead) and for the dataset "
-                          "download, before --pg-timeout applies; never shorter than --pg-timeout (default: 1800)")
+    opt.add_argument(
+        "--weight-decay",
+        type=_non_negative_float,
+        default=DEFAULTS.weight_decay,
+        metavar="WD",
+        help="L2 weight decay (default: %(default)s)",
+    )
+    opt.add_argument(
+        "--label-smoothing",
+        type=_fraction,
+        default=DEFAULTS.label_smoothing,
+        metavar="EPS",
+        help="label smoothing for the training loss (default: %(default)s)",
+    )
+    opt.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model (needs a compiler in the image: g++ on CPU, gcc or clang on GPU; "
+        "pays off on long GPU runs)",
+    )
+    opt.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="bf16 autocasts the model's layers to bfloat16 (weights, gradients and optimizer stay "
+        "fp32); it needs a GPU with bf16 hardware (Ampere on) or an x86 CPU with AVX512_BF16. "
+        "auto takes bf16 on such GPUs and fp32 on CPUs, so a job's numbers do not depend on "
+        "which CPU node its pods land on (default: auto)",
+    )
+    opt.add_argument(
+        "--threads",
+        type=_threads,
+        default=0,
+        metavar="N",
+        help="CPU threads per process; 0 = OMP_NUM_THREADS, else the cgroup CPU quota (or "
+        "without one TRAINER_CPU_REQUEST_MILLICORES) divided by local processes. torchrun "
+        "sets OMP_NUM_THREADS=1 for several processes per node, so there a 1 is ignored: "
+        "use --threads 1 (default: 0)",
+    )
+    opt.add_argument(
+        "--pg-timeout",
+        type=_timeout,
+        default=300.0,
+        metavar="SECONDS",
+        help="process-group timeout: a dead peer fails the job after this long (default: 300)",
+    )
+    opt.add_argument(
+        "--startup-timeout",
+        type=_timeout,
+        default=1800.0,
+        metavar="SECONDS",
+        help="how long processes wait for each other to start (pods pulling images or pending; "
+        "under torchrun its rendezvous timeout applies instead) and for the dataset "
+        "download, before --pg-timeout applies; never shorter than --pg-timeout (default: 1800)",
+    )
     return p
 
 
@@ -156,7 +281,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.nesterov and args.momentum == 0:
         parser.error("--nesterov needs --momentum > 0")
     if args.backend == "nccl" and args.no_cuda:
-        parser.error("--backend nccl needs CUDA, which --no-cuda turns off; use --backend gloo (or auto), or drop --no-cuda")
+        parser.error(
+            "--backend nccl needs CUDA, which --no-cuda turns off; use --backend gloo (or auto), or drop --no-cuda"
+        )
     return args
 
 
@@ -171,11 +298,19 @@ def check_outputs_writable(args: argparse.Namespace, ctx: DistContext) -> None:
         if not ctx.is_main:
             return  # to the agreement on rank 0's verdict, as the block ends
         # (directory, what names it, the fix; "" for the default one)
-        outputs = [(args.output_dir, "--output-dir", ""), (args.checkpoint_dir, "--checkpoint-dir", ""),
-                   (args.log_dir, "--dir/--log-dir", "")]
+        outputs = [
+            (args.output_dir, "--output-dir", ""),
+            (args.checkpoint_dir, "--checkpoint-dir", ""),
+            (args.log_dir, "--dir/--log-dir", ""),
+        ]
         if args.save_model and not args.output_dir:
-            outputs.append((Path.cwd(), f"--save-model writes {MODEL_FILE} to the current directory, but",
-                            "Pass --output-dir with a writable directory."))
+            outputs.append(
+                (
+                    Path.cwd(),
+                    f"--save-model writes {MODEL_FILE} to the current directory, but",
+                    "Pass --output-dir with a writable directory.",
+                )
+            )
         try:
             for path, flag, fix in outputs:
                 if path:
@@ -197,8 +332,10 @@ def shared_settings(args: argparse.Namespace) -> dict[str, object]:
     config = asdict(train_config(args, args.precision))
     settings = {f"--{name.replace('_', '-')}": value for name, value in config.items()}
     return settings | {
-        "--dataset": args.dataset, "--fallback-dataset": args.fallback_dataset,
-        "--limit-train": args.limit_train, "--limit-test": args.limit_test,
+        "--dataset": args.dataset,
+        "--fallback-dataset": args.fallback_dataset,
+        "--limit-train": args.limit_train,
+        "--limit-test": args.limit_test,
         "--checkpoint-dir": "given" if args.checkpoint_dir else "not given",
     }
 
@@ -233,24 +370,29 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
     precision = resolve_precision(args.precision, ctx.device)
     threads = configure_threads(args.threads, ctx.local_world_size)
     reporter.info(f"Using distributed PyTorch with {ctx.backend} backend")
-    reporter.info(f"World Size: {ctx.world_size}. Rank: {ctx.rank}. Device: {ctx.device}. Threads: {threads}. "
-                  f"Precision: {precision}")
+    reporter.info(
+        f"World Size: {ctx.world_size}. Rank: {ctx.rank}. Device: {ctx.device}. Threads: {threads}. "
+        f"Precision: {precision}"
+    )
     store = CheckpointStore(args.checkpoint_dir, args.keep_checkpoints) if args.checkpoint_dir else None
     latest = read_latest_checkpoint(store, ctx)
     _, resumed = latest
     data = datasets.load_in_turns(
-        ctx, args.dataset, args.data_dir, fallback=args.fallback_dataset,
+        ctx,
+        args.dataset,
+        args.data_dir,
+        fallback=args.fallback_dataset,
         resumed_name=resumed["settings"].get("dataset") if resumed else None,
-        limit_train=args.limit_train, limit_test=args.limit_test, info=reporter.info,
+        limit_train=args.limit_train,
+        limit_test=args.limit_test,
+        info=reporter.info,
     )
     if len(data.train_labels) < ctx.world_size:
         raise LaunchError(
             f"{len(data.train_labels)} training samples cannot be split over {ctx.world_size} ranks; "
             "raise --limit-train or use fewer replicas"
         )
-    reporter.info(
-        f"Dataset: {data.name}, {len(data.train_labels)} train / {len(data.test_labels)} test images"
-    )
+    reporter.info(f"Dataset: {data.name}, {len(data.train_labels)} train / {len(data.test_labels)} test images")
     config = train_config(args, precision)
     trainer = new_trainer(data, ctx, config, reporter, store)
     trainer.resume(latest)
@@ -283,8 +425,14 @@ def main(argv: list[str] | None = None) -> int:
     exit_on_sigterm()
     try:
         run(args)
-    except (LaunchError, datasets.DatasetUnavailable, NonFiniteLoss, IncompatibleCheckpoint, StorageFull,
-            PeersUnreachable) as error:
+    except (
+        LaunchError,
+        datasets.DatasetUnavailable,
+        NonFiniteLoss,
+        IncompatibleCheckpoint,
+        StorageFull,
+        PeersUnreachable,
+    ) as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return EXIT_RETRYABLE if isinstance(error, PeersUnreachable) else EXIT_PERMANENT
     except Exception:

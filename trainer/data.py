@@ -4,13 +4,14 @@ each rank trains on.
 Every image is decoded and normalized once at start-up; batches are then plain tensor
 indexing (no DataLoader, no per-sample PIL or transform work).
 """
+
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -91,9 +92,17 @@ def load(name: str, data_dir: str | Path, download: bool) -> Dataset:
     raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
 
 
-def load_in_turns(ctx: DistContext, name: str, data_dir: str | Path, *, fallback: str | None = None,
-                  resumed_name: str | None = None, limit_train: int | None = None, limit_test: int | None = None,
-                  info: Callable[[str], None]) -> Dataset:
+def load_in_turns(
+    ctx: DistContext,
+    name: str,
+    data_dir: str | Path,
+    *,
+    fallback: str | None = None,
+    resumed_name: str | None = None,
+    limit_train: int | None = None,
+    limit_test: int | None = None,
+    info: Callable[[str], None],
+) -> Dataset:
     """Download in turns, then load on every rank.
 
     Rank 0 downloads first, so pods that share a volume never write the same files at once; then
@@ -103,6 +112,7 @@ def load_in_turns(ctx: DistContext, name: str, data_dir: str | Path, *, fallback
     (`resumed_name`), so whether the download works this time cannot switch it to or from
     `fallback`.
     """
+
     def read(which: str) -> Dataset:
         return load(which, data_dir, download=False).limited(limit_train, limit_test)
 
@@ -122,8 +132,9 @@ def load_in_turns(ctx: DistContext, name: str, data_dir: str | Path, *, fallback
             if fallback is None:
                 raise reason
             if resumed_name == name:
-                raise DatasetUnavailable(f"{reason}\nThe run being resumed trained on {name}, so it does not "
-                                         f"fall back to {fallback}.")
+                raise DatasetUnavailable(
+                    f"{reason}\nThe run being resumed trained on {name}, so it does not fall back to {fallback}."
+                )
             info(str(reason))
             info(f"Training on {fallback} instead (--fallback-dataset).")
             return read(fallback)
@@ -221,9 +232,7 @@ def _as_float_images(images: torch.Tensor) -> torch.Tensor:
     return images.float().contiguous()
 
 
-def epoch_shard(
-    num_samples: int, seed: int, epoch: int, rank: int, world_size: int, start: int = 0
-) -> torch.Tensor:
+def epoch_shard(num_samples: int, seed: int, epoch: int, rank: int, world_size: int, start: int = 0) -> torch.Tensor:
     """This rank's sample indices for `epoch`, from position `start` of the epoch's order on.
 
     All ranks draw the same permutation (seeded with seed + epoch, so the order changes every

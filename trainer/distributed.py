@@ -6,6 +6,7 @@ Three launch modes are supported:
 - torchrun, which rewrites RANK/WORLD_SIZE per process and adds LOCAL_RANK/LOCAL_WORLD_SIZE;
 - no environment at all: a single process with no process group.
 """
+
 from __future__ import annotations
 
 import gc
@@ -193,8 +194,10 @@ def resolve_backend(requested: str, use_cuda: bool) -> str:
 def _cuda_build_hint() -> str:
     if torch.version.cuda is None:
         return "; this torch is a CPU build"
-    return (f"; this torch is built for CUDA {torch.version.cuda}, so the node's driver must support "
-            "that release, and the GPU's architecture must be in torch.cuda.get_arch_list()")
+    return (
+        f"; this torch is built for CUDA {torch.version.cuda}, so the node's driver must support "
+        "that release, and the GPU's architecture must be in torch.cuda.get_arch_list()"
+    )
 
 
 def cuda_device(local_rank: int, visible_gpus: int) -> torch.device:
@@ -233,8 +236,9 @@ def init(requested_backend: str, use_cuda: bool, timeout_seconds: float, startup
     check_group_matches(launch, dist.get_rank(), dist.get_world_size())
     # A gloo group needs the default group's store, which mpi lacks.
     startup_group = None if backend == "mpi" else dist.new_group(backend="gloo", timeout=startup)
-    return DistContext(launch.rank, launch.world_size, launch.local_rank, launch.local_world_size, device, backend,
-                       startup_group)
+    return DistContext(
+        launch.rank, launch.world_size, launch.local_rank, launch.local_world_size, device, backend, startup_group
+    )
 
 
 def _rendezvous_store(launch: LaunchEnv, timeout: timedelta) -> dist.TCPStore:
@@ -248,8 +252,10 @@ def _rendezvous_store(launch: LaunchEnv, timeout: timedelta) -> dist.TCPStore:
     try:
         store = _connect_store(launch, deadline)
         store.set(f"trainer/joined/{launch.rank}", "1")
-        store.wait([f"trainer/joined/{rank}" for rank in range(launch.world_size)],
-                   timedelta(seconds=max(deadline - time.monotonic(), 1.0)))
+        store.wait(
+            [f"trainer/joined/{rank}" for rank in range(launch.world_size)],
+            timedelta(seconds=max(deadline - time.monotonic(), 1.0)),
+        )
         store.set_timeout(timeout)
     except (dist.DistError, OSError) as error:
         waited = timeout.total_seconds() - (deadline - time.monotonic())
@@ -271,8 +277,14 @@ def _connect_store(launch: LaunchEnv, deadline: float) -> dist.TCPStore:
     """
     if launch.rank != 0:
         _wait_for_listener(launch.master_addr, launch.master_port, deadline)
-    return dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, is_master=launch.rank == 0,
-                         timeout=timedelta(seconds=max(deadline - time.monotonic(), 1.0)), wait_for_workers=False)
+    return dist.TCPStore(
+        launch.master_addr,
+        launch.master_port,
+        launch.world_size,
+        is_master=launch.rank == 0,
+        timeout=timedelta(seconds=max(deadline - time.monotonic(), 1.0)),
+        wait_for_workers=False,
+    )
 
 
 def _wait_for_listener(host: str, port: int, deadline: float) -> None:
@@ -281,7 +293,8 @@ def _wait_for_listener(host: str, port: int, deadline: float) -> None:
     while True:
         try:
             socket.create_connection(
-                (host, port), timeout=min(max(deadline - time.monotonic(), 0.1), STORE_CONNECT_ATTEMPT_SECONDS)).close()
+                (host, port), timeout=min(max(deadline - time.monotonic(), 0.1), STORE_CONNECT_ATTEMPT_SECONDS)
+            ).close()
             return
         except OSError:
             if time.monotonic() >= deadline:

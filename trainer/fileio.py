@@ -1,14 +1,15 @@
 """File writes that never leave a partial file, checks that a directory is writable, and a full
 volume reported as a failure that no restart fixes."""
+
 from __future__ import annotations
 
 import errno
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
 _TEMP_SUFFIX = ".tmp"
 
@@ -37,8 +38,10 @@ def full_volume_is_final(directory: str | Path, what: str) -> Iterator[None]:
         yield
     except BaseException as error:
         if full := _storage_full(error):
-            raise StorageFull(f"no space left on the volume of {directory} to write {what} ({full.strerror}). "
-                              "Free space there or give the volume more, then restart the job.") from error
+            raise StorageFull(
+                f"no space left on the volume of {directory} to write {what} ({full.strerror}). "
+                "Free space there or give the volume more, then restart the job."
+            ) from error
         raise
 
 

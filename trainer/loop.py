@@ -1,4 +1,5 @@
 """The training loop: sharded steps over resident tensors, exact evaluation, resumable state."""
+
 from __future__ import annotations
 
 import math
@@ -113,8 +114,13 @@ def evaluate(net: nn.Module, data: Dataset, ctx: DistContext, batch_size: int, p
 
 class Trainer:
     def __init__(
-        self, net: nn.Module, data: Dataset, ctx: DistContext, config: TrainConfig,
-        reporter: Reporter, store: CheckpointStore | None,
+        self,
+        net: nn.Module,
+        data: Dataset,
+        ctx: DistContext,
+        config: TrainConfig,
+        reporter: Reporter,
+        store: CheckpointStore | None,
     ) -> None:
         self.net = net
         self.data = data
@@ -123,8 +129,11 @@ class Trainer:
         self.reporter = reporter
         self.store = store
         self.optimizer = torch.optim.SGD(
-            net.parameters(), lr=config.lr, momentum=config.momentum,
-            nesterov=config.nesterov, weight_decay=config.weight_decay,
+            net.parameters(),
+            lr=config.lr,
+            momentum=config.momentum,
+            nesterov=config.nesterov,
+            weight_decay=config.weight_decay,
             fused=True,  # one kernel per step instead of a pass per operation (half the time on CPU)
         )
         module: nn.Module = net
@@ -138,9 +147,7 @@ class Trainer:
             )
             self._settle_buckets(module)
         self.module = torch.compile(module) if config.compile else module
-        self.batches_per_epoch = math.ceil(
-            (len(data.train_labels) // ctx.world_size) / config.batch_size
-        )
+        self.batches_per_epoch = math.ceil((len(data.train_labels) // ctx.world_size) / config.batch_size)
         self.total_steps = self.batches_per_epoch * config.epochs
         self.progress = Progress()
 
@@ -162,10 +169,16 @@ class Trainer:
         """What a checkpoint must share with this run to be resumed: data, batches, optimizer."""
         c = self.config
         settings = {
-            "dataset": self.data.name, "train_samples": len(self.data.train_labels),
-            "batch_size": c.batch_size, "seed": c.seed, "lr": c.lr, "momentum": c.momentum,
-            "nesterov": c.nesterov, "weight_decay": c.weight_decay,
-            "label_smoothing": c.label_smoothing, "lr_schedule": c.lr_schedule,
+            "dataset": self.data.name,
+            "train_samples": len(self.data.train_labels),
+            "batch_size": c.batch_size,
+            "seed": c.seed,
+            "lr": c.lr,
+            "momentum": c.momentum,
+            "nesterov": c.nesterov,
+            "weight_decay": c.weight_decay,
+            "label_smoothing": c.label_smoothing,
+            "lr_schedule": c.lr_schedule,
         }
         if c.lr_schedule != "constant":
             # The schedule spans every step of the run: constant LR may be extended or resharded,
@@ -193,8 +206,11 @@ class Trainer:
         if state is None:
             return
         current = self.settings()
-        changed = [f"{key} {state['settings'].get(key)!r} (now {value!r})"
-                   for key, value in current.items() if state["settings"].get(key) != value]
+        changed = [
+            f"{key} {state['settings'].get(key)!r} (now {value!r})"
+            for key, value in current.items()
+            if state["settings"].get(key) != value
+        ]
         if changed:
             raise IncompatibleCheckpoint(
                 f"{path} was written by a run with other settings: {', '.join(changed)}. A restarted "
@@ -241,8 +257,10 @@ class Trainer:
             if "epochs" not in current:  # a resume may extend the run (see settings())
                 more = "a run with more --epochs on this --checkpoint-dir trains on from here."
             else:
-                more = (f"its {self.config.lr_schedule} schedule spans exactly these epochs, so to train longer "
-                        "start a new run in another --checkpoint-dir.")
+                more = (
+                    f"its {self.config.lr_schedule} schedule spans exactly these epochs, so to train longer "
+                    "start a new run in another --checkpoint-dir."
+                )
             self.reporter.info(
                 f"That run has finished {_epochs(self.config.epochs)} (accuracy {last['accuracy']:.4f} then), so "
                 f"nothing is left to train; {more}"
@@ -255,7 +273,8 @@ class Trainer:
         # diverged weights would make every restart fail again.
         if not bool(torch.stack([param.isfinite().all() for param in self.net.parameters()]).all()):  # one sync
             raise self._diverged(
-                f"the weights became non-finite by step {self.progress.step}, so no checkpoint was written")
+                f"the weights became non-finite by step {self.progress.step}, so no checkpoint was written"
+            )
         # A full volume stops every rank alike (exit 1), not rank 0 alone.
         with self.ctx.main_failure_stops_all("could not write", StorageFull):
             if self.ctx.is_main:
@@ -318,7 +337,14 @@ class Trainer:
             if index % config.log_interval == 0:
                 mean_loss = self._window_mean(window_loss, window_steps, p.epoch, index)
                 self.reporter.train_progress(
-                    p.epoch, index, num_batches, p.consumed - taken, len(labels), mean_loss, p.step, lr,
+                    p.epoch,
+                    index,
+                    num_batches,
+                    p.consumed - taken,
+                    len(labels),
+                    mean_loss,
+                    p.step,
+                    lr,
                 )
                 window_loss.zero_()
                 window_steps = 0
@@ -362,8 +388,9 @@ class Trainer:
 
     def _stop(self) -> NoReturn:
         """Ends this rank after the checkpoint of the step all ranks stop at."""
-        self.reporter.info(f"Stopped by SIGTERM after step {self.progress.step}, checkpointed: a restarted pod "
-                           "resumes from there")
+        self.reporter.info(
+            f"Stopped by SIGTERM after step {self.progress.step}, checkpointed: a restarted pod resumes from there"
+        )
         raise SystemExit(sigterm.EXIT_CODE)
 
     def _window_mean(self, loss_sum: torch.Tensor, steps: int, epoch: int, batch: int) -> float:
@@ -375,7 +402,9 @@ class Trainer:
         return mean
 
     def _diverged(self, what: str) -> NonFiniteLoss:
-        return NonFiniteLoss(f"{what}; the model diverged. Lower --lr (now {self.config.lr}) or --momentum, then rerun.")
+        return NonFiniteLoss(
+            f"{what}; the model diverged. Lower --lr (now {self.config.lr}) or --momentum, then rerun."
+        )
 
     def _elapsed(self, started: float) -> float:
         if self.ctx.device.type == "cuda":
@@ -383,8 +412,9 @@ class Trainer:
         return time.perf_counter() - started
 
 
-def new_trainer(data: Dataset, ctx: DistContext, config: TrainConfig, reporter: Reporter,
-                store: CheckpointStore | None) -> Trainer:
+def new_trainer(
+    data: Dataset, ctx: DistContext, config: TrainConfig, reporter: Reporter, store: CheckpointStore | None
+) -> Trainer:
     """A Trainer of a fresh Net, with the data and the model in the device's layout and the same
     initial weights on every rank (config.seed)."""
     data = data.to(ctx.device, MEMORY_FORMAT)

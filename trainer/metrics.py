@@ -1,11 +1,11 @@
 """What rank 0 reports: the seed script's console lines, Katib-parsable metrics, TensorBoard
 scalars and a final metrics.json."""
+
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from trainer.fileio import StorageFull, atomic_write, full_volume_is_final
@@ -42,13 +42,19 @@ class Reporter:
             print(message, flush=True)
 
     def train_progress(
-        self, epoch: int, batch: int, num_batches: int, samples_done: int, total: int,
-        loss: float, step: int, lr: float,
+        self,
+        epoch: int,
+        batch: int,
+        num_batches: int,
+        samples_done: int,
+        total: int,
+        loss: float,
+        step: int,
+        lr: float,
     ) -> None:
         # The seed script's format, for users' log parsers; the numbers cover all ranks (README).
         self.info(
-            f"Train Epoch: {epoch} [{samples_done}/{total} ({100.0 * batch / num_batches:.0f}%)]"
-            f"\tloss={loss:.4f}"
+            f"Train Epoch: {epoch} [{samples_done}/{total} ({100.0 * batch / num_batches:.0f}%)]\tloss={loss:.4f}"
         )
         self._scalar("loss", loss, step)
         self._scalar("lr", lr, step)
@@ -57,8 +63,7 @@ class Reporter:
         # Katib's default StdOut filter reads `name=value`; the braces line is the seeds' format.
         self.info(f"epoch={epoch} accuracy={accuracy:.4f} val_loss={val_loss:.4f}")
         self.info(
-            f"{{metricName: accuracy, metricValue: {accuracy:.4f}}};"
-            f"{{metricName: loss, metricValue: {val_loss:.4f}}}"
+            f"{{metricName: accuracy, metricValue: {accuracy:.4f}}};{{metricName: loss, metricValue: {val_loss:.4f}}}"
         )
         self._scalar("accuracy", accuracy, epoch)
         self._scalar("val_loss", val_loss, epoch)
@@ -100,15 +105,21 @@ class Reporter:
                     Path(self._log_dir).mkdir(parents=True, exist_ok=True)
                     self._events = EventsWriter(str(Path(self._log_dir) / "events"))
                     # TensorBoard hides the scalars of earlier attempts from this step on.
-                    self._events.write_event(Event(wall_time=time.time(), step=self._purge_step,
-                                                   session_log=SessionLog(status=SessionLog.START)))
+                    self._events.write_event(
+                        Event(
+                            wall_time=time.time(),
+                            step=self._purge_step,
+                            session_log=SessionLog(status=SessionLog.START),
+                        )
+                    )
                 self._events.write_event(Event(wall_time=time.time(), step=step, summary=scalar(tag, value)))
         except StorageFull as error:
             self._full = error
 
 
-def final_metrics(run_id: str | None, dataset: str, config: TrainConfig, world_size: int,
-                  result: Evaluation, progress: Progress) -> dict:
+def final_metrics(
+    run_id: str | None, dataset: str, config: TrainConfig, world_size: int, result: Evaluation, progress: Progress
+) -> dict:
     """metrics.json's content: the final evaluation, and the throughput over the whole run."""
     return {
         "run_id": run_id,

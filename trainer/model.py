@@ -1,4 +1,5 @@
 """The Kubeflow PyTorchJob example CNN, unchanged so saved state_dicts load into users' code."""
+
 from __future__ import annotations
 
 import torch

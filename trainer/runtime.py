@@ -1,6 +1,7 @@
 """How the process runs on its device: thread counts sized to the container, a heap that keeps
 memory on CPU, TF32 and cuDNN autotuning on GPU, the precision (bf16 autocast), and what
 --compile needs."""
+
 from __future__ import annotations
 
 import ctypes
@@ -46,8 +47,10 @@ def cpu_request(env: Mapping[str, str]) -> float | None:
     millicores = env.get(CPU_REQUEST_ENV, "")
     if millicores and not millicores.isdigit():
         # Only a user's own env entry can get here; ignoring it would give every core of the node.
-        raise LaunchError(f"{CPU_REQUEST_ENV}={millicores!r} is not a whole number of millicores (the chart sets "
-                          "it from requests.cpu); drop that env entry, or set it to e.g. 2500 for 2.5 CPUs")
+        raise LaunchError(
+            f"{CPU_REQUEST_ENV}={millicores!r} is not a whole number of millicores (the chart sets "
+            "it from requests.cpu); drop that env entry, or set it to e.g. 2500 for 2.5 CPUs"
+        )
     return int(millicores) / 1000 if millicores and int(millicores) > 0 else None
 
 

@@ -12,6 +12,7 @@ Inside `deferred()` (training with checkpoints) the handler only records the req
 agree on it at a step, write a checkpoint there and exit with the same code, so a restarted pod
 loses no steps. The watcher then allows longer, still inside the grace period.
 """
+
 from __future__ import annotations
 
 import os

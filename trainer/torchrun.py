@@ -4,6 +4,7 @@ torchrun itself exits with 1 whenever a worker fails, is signalled or misses its
 restartPolicy ExitCode a pod could not tell a lost peer or an OOM kill from bad settings (1), and every
 failure ended the job without a retry.
 """
+
 from __future__ import annotations
 
 import sys

@@ -8,6 +8,7 @@ restarts failed replicas like the operator, and exits 0 when the job Succeeded, 
 State lives in <run-dir>/<release>/: volumes/<claim> (the "PVC"), pods/<pod>/ (emptyDirs, pid),
 logs/<pod>.log.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,24 +30,43 @@ DATASETS = "datasets"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m ci.localjob", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-f", "--values", action="append", default=[], metavar="FILE", help="Helm values file (repeatable)")
+    parser = argparse.ArgumentParser(
+        prog="python -m ci.localjob",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "-f", "--values", action="append", default=[], metavar="FILE", help="Helm values file (repeatable)"
+    )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="Helm --set (repeatable)")
-    parser.add_argument("--set-string", action="append", default=[], metavar="KEY=VALUE", help="Helm --set-string (repeatable)")
+    parser.add_argument(
+        "--set-string", action="append", default=[], metavar="KEY=VALUE", help="Helm --set-string (repeatable)"
+    )
     parser.add_argument("--release", default="mnist", help="release name, i.e. the job name (default: mnist)")
     parser.add_argument("-n", "--namespace", default="default", help="namespace to render for (default: default)")
     parser.add_argument("--chart", type=Path, default=DEFAULT_CHART, help="chart directory (default: %(default)s)")
-    parser.add_argument("--helm", help="Helm binary, a path or a command on PATH "
-                                       "(default: $HELM, then $TOOLS_BIN/helm from `make tools`, then helm on PATH)")
+    parser.add_argument(
+        "--helm",
+        help="Helm binary, a path or a command on PATH "
+        "(default: $HELM, then $TOOLS_BIN/helm from `make tools`, then helm on PATH)",
+    )
     parser.add_argument("--port", type=int, help="use this port instead of the chart's pytorchjob-port (23456)")
     parser.add_argument("--run-dir", type=Path, default=Path(".run"), help="state directory (default: .run)")
-    parser.add_argument("--fresh", action="store_true",
-                        help="start over: delete the release's runs on its volumes, pods and logs first, but keep the "
-                             "downloaded datasets (default: keep the volume, as the chart keeps its claim)")
-    parser.add_argument("--grace-seconds", type=float, default=60.0,
-                        help="how long replicas may keep running after the job finished (default: 60)")
-    parser.add_argument("--print-env", action="store_true", help="print each pod's command and environment, run nothing")
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start over: delete the release's runs on its volumes, pods and logs first, but keep the "
+        "downloaded datasets (default: keep the volume, as the chart keeps its claim)",
+    )
+    parser.add_argument(
+        "--grace-seconds",
+        type=float,
+        default=60.0,
+        help="how long replicas may keep running after the job finished (default: 60)",
+    )
+    parser.add_argument(
+        "--print-env", action="store_true", help="print each pod's command and environment, run nothing"
+    )
     return parser.parse_args(argv)
 
 
@@ -121,32 +141,47 @@ def main(argv: list[str] | None = None, out=sys.stdout) -> int:
         return 0
     run_policy = job["spec"].get("runPolicy") or {}
     if run_policy.get("suspend"):
-        print("localjob: runPolicy.suspend is true, so the operator would start no pods; set runPolicy.suspend=false",
-              file=sys.stderr)
+        print(
+            "localjob: runPolicy.suspend is true, so the operator would start no pods; set runPolicy.suspend=false",
+            file=sys.stderr,
+        )
         return 2
     busy = busy_ports(pods)
     if busy:
-        print(f"localjob: port {', '.join(map(str, busy))} is already in use on this machine; "
-              "stop what holds it or pass --port N (an elasticPolicy.rdzvPort of its own moves with "
-              "--set elasticPolicy.rdzvPort=N instead)", file=sys.stderr)
+        print(
+            f"localjob: port {', '.join(map(str, busy))} is already in use on this machine; "
+            "stop what holds it or pass --port N (an elasticPolicy.rdzvPort of its own moves with "
+            "--set elasticPolicy.rdzvPort=N instead)",
+            file=sys.stderr,
+        )
         return 2
     if args.fresh:
         delete_run_state(run_dir)
     for stale in ("pods", "logs"):
         shutil.rmtree(run_dir / stale, ignore_errors=True)
 
-    runner = JobRunner(job["metadata"]["name"], pods, run_dir,
-                       backoff_limit=run_policy.get("backoffLimit"),
-                       active_deadline_seconds=run_policy.get("activeDeadlineSeconds"),
-                       elastic="elasticPolicy" in job["spec"], grace_seconds=args.grace_seconds, out=out)
-    runner.say(f"PyTorchJob {job['metadata']['name']}: {len(pods)} pods "
-               f"({', '.join(f'{t} ×{n}' for t, n in _replica_counts(job).items())}); state in {run_dir}")
+    runner = JobRunner(
+        job["metadata"]["name"],
+        pods,
+        run_dir,
+        backoff_limit=run_policy.get("backoffLimit"),
+        active_deadline_seconds=run_policy.get("activeDeadlineSeconds"),
+        elastic="elasticPolicy" in job["spec"],
+        grace_seconds=args.grace_seconds,
+        out=out,
+    )
+    runner.say(
+        f"PyTorchJob {job['metadata']['name']}: {len(pods)} pods "
+        f"({', '.join(f'{t} ×{n}' for t, n in _replica_counts(job).items())}); state in {run_dir}"
+    )
     runner.say(f"pod names resolve to 127.0.0.1; claims are directories in {run_dir / 'volumes'}")
     for pod in pods:
         runner.say(f"{pod.name}: {' '.join(f'{k}={v}' for k, v in pod.injected_env)}")
     result = runner.run()
-    runner.say(f"PyTorchJob {job['metadata']['name']} {result.state}: {result.reason} "
-               f"(restarts: {result.restarts}, exit codes: {result.exit_codes})")
+    runner.say(
+        f"PyTorchJob {job['metadata']['name']} {result.state}: {result.reason} "
+        f"(restarts: {result.restarts}, exit codes: {result.exit_codes})"
+    )
     if result.succeeded and (outputs := _output_dir(pods[0])):
         runner.say(f"the model and metrics.json are in {outputs}")
     return 0 if result.succeeded else 1
@@ -160,4 +195,3 @@ def _output_dir(master: LocalPod) -> str | None:
 
 def _replica_counts(job: dict) -> dict[str, int]:
     return {t: op.replica_count(spec) for t, spec in op.replica_specs(job).items()}
-

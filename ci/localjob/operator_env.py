@@ -5,6 +5,7 @@ Mirrors the operator's pkg/controller.v1/pytorch/{envvar,master,elastic}.go and 
 the replica restart policy.
 Nothing here touches the machine, so tests can check it against the contract's worked examples.
 """
+
 from __future__ import annotations
 
 import re

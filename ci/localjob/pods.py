@@ -20,6 +20,7 @@ As the kubelet does, `$(VAR)` in env values is expanded against the variables be
 container's env, and in the command and args against its final env (the operator's included);
 `$$` is a literal `$`, and a reference to an undefined variable stays as written.
 """
+
 from __future__ import annotations
 
 import copy
@@ -62,7 +63,7 @@ class LocalPod:
     replica_type: str
     index: int
     argv: tuple[str, ...]
-    env: dict[str, str]           # the complete process environment
+    env: dict[str, str]  # the complete process environment
     injected_env: tuple[tuple[str, str], ...]  # what the operator appended (hosts localized, rendezvous host pinned)
     cwd: Path
     restart_policy: str
@@ -110,7 +111,9 @@ def localize_hosts(env: list[tuple[str, str]], pod_names: set[str], namespace: s
     return localized
 
 
-def pin_rendezvous_host(env: list[tuple[str, str]], pod: str, pod_names: set[str], namespace: str) -> list[tuple[str, str]]:
+def pin_rendezvous_host(
+    env: list[tuple[str, str]], pod: str, pod_names: set[str], namespace: str
+) -> list[tuple[str, str]]:
     """Tell torchrun's c10d rendezvous whether this pod hosts its store (`is_host` in PET_RDZV_CONF).
 
     On a cluster only the pod the endpoint names matches its address, so only it serves the store. Here
@@ -155,7 +158,7 @@ def map_path(value: str, mounts: list[tuple[str, Path]]) -> str:
     prefix, sep, path = value.partition("=") if value.startswith("-") else ("", "", value)
     for mount_path, local in mounts:
         if path == mount_path or path.startswith(mount_path + "/"):
-            return prefix + sep + str(local) + path[len(mount_path):]
+            return prefix + sep + str(local) + path[len(mount_path) :]
     return value
 
 
@@ -168,8 +171,10 @@ def resolve_executable(name: str, pod: str) -> str:
         return str(sibling)
     found = shutil.which(name)
     if found is None:
-        raise UnsupportedPod(f"{pod}: command {name} is neither in {sibling.parent} nor on PATH; "
-                             f"use python or torchrun (the venv's), or put {name} on PATH")
+        raise UnsupportedPod(
+            f"{pod}: command {name} is neither in {sibling.parent} nor on PATH; "
+            f"use python or torchrun (the venv's), or put {name} on PATH"
+        )
     return found
 
 
@@ -198,12 +203,19 @@ def container_env(container: dict, pod: str, namespace: str) -> list[tuple[str, 
             continue
         field = (var["valueFrom"].get("fieldRef") or {}).get("fieldPath")
         # The downward-API fields a trainer might read, with their local values.
-        value = {"metadata.name": pod, "metadata.namespace": namespace, "spec.nodeName": "localhost",
-                 "status.podIP": LOCALHOST, "status.hostIP": LOCALHOST}.get(field)
+        value = {
+            "metadata.name": pod,
+            "metadata.namespace": namespace,
+            "spec.nodeName": "localhost",
+            "status.podIP": LOCALHOST,
+            "status.hostIP": LOCALHOST,
+        }.get(field)
         if (resource := var["valueFrom"].get("resourceFieldRef")) and resource.get("resource") == "requests.cpu":
             value = str(downward_cpu_request(container, resource.get("divisor", "1"), pod))
         if value is None:
-            raise UnsupportedPod(f"{pod}: env {var['name']} uses valueFrom {var['valueFrom']}, which has no local value")
+            raise UnsupportedPod(
+                f"{pod}: env {var['name']} uses valueFrom {var['valueFrom']}, which has no local value"
+            )
         env.append((var["name"], value))
     return env
 
@@ -211,12 +223,14 @@ def container_env(container: dict, pod: str, namespace: str) -> list[tuple[str, 
 def downward_cpu_request(container: dict, divisor: str, pod: str) -> int:
     """requests.cpu as the downward API gives it: in units of the divisor (1 or 1m), rounded up; the
     limit when only that is set; 0 if neither is."""
+
     def millicores(quantity: object) -> Decimal:
         text = str(quantity)
         try:
             return Decimal(text[:-1]) if text.endswith("m") else Decimal(text) * 1000
         except InvalidOperation:
             raise UnsupportedPod(f"{pod}: CPU quantity {text!r} is not a number of cores or millicores") from None
+
     resources = container.get("resources") or {}
     # The API server defaults a missing request to the limit.
     requested = (resources.get("requests") or {}).get("cpu", (resources.get("limits") or {}).get("cpu", 0))
@@ -270,7 +284,9 @@ def gpu_slices(requests: list[int], host_env: dict[str, str]) -> list[str]:
             'workers or gpu to fit, or add --set gpu=0 (make run RUN_FLAGS="--set gpu=0") to train on its CPUs'
         )
     ids = visible_gpu_ids(host_env, available)
-    return [",".join(ids[end - wanted:end]) for wanted, end in zip(requests, itertools.accumulate(requests))]
+    return [
+        ",".join(ids[end - wanted : end]) for wanted, end in zip(requests, itertools.accumulate(requests), strict=True)
+    ]
 
 
 def cpu_shares(pods: int, cpus: list[int]) -> list[tuple[int, ...]]:
@@ -279,29 +295,36 @@ def cpu_shares(pods: int, cpus: list[int]) -> list[tuple[int, ...]]:
     return [tuple(cpus[(pod * per_pod + k) % len(cpus)] for k in range(per_pod)) for pod in range(pods)]
 
 
-def plan_pods(job: dict, run_dir: Path, namespace: str = "default",
-              host_env: dict[str, str] | None = None) -> list[LocalPod]:
+def plan_pods(
+    job: dict, run_dir: Path, namespace: str = "default", host_env: dict[str, str] | None = None
+) -> list[LocalPod]:
     """One LocalPod per pod the operator would create, Master first."""
     host_env = dict(os.environ if host_env is None else host_env)
-    base_env = {k: v for k, v in host_env.items()
-                if not _HOST_DISTRIBUTED_ENV.match(k) and k not in _HOST_MACHINE_ENV}
+    base_env = {k: v for k, v in host_env.items() if not _HOST_DISTRIBUTED_ENV.match(k) and k not in _HOST_MACHINE_ENV}
     specs = op.replica_specs(job)
     all_pods = op.pods(job)
     names = [op.pod_name(job, t, i) for t, i in all_pods]
     pod_names = set(names)
-    containers = [pytorch_container(specs[t]["template"]["spec"], name) for (t, _), name in zip(all_pods, names)]
+    containers = [
+        pytorch_container(specs[t]["template"]["spec"], name) for (t, _), name in zip(all_pods, names, strict=True)
+    ]
     gpus = gpu_slices([requested_gpus(c) for c in containers], host_env)
-    shares = cpu_shares(len(all_pods), sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") \
+    shares = (
+        cpu_shares(len(all_pods), sorted(os.sched_getaffinity(0)))
+        if hasattr(os, "sched_getaffinity")
         else [()] * len(all_pods)
+    )
     planned = []
-    for (replica_type, index), name, container, devices, cpus in zip(all_pods, names, containers, gpus, shares):
+    for (replica_type, index), name, container, devices, cpus in zip(
+        all_pods, names, containers, gpus, shares, strict=True
+    ):
         pod_spec = specs[replica_type]["template"]["spec"]
         mounts = volume_mounts(pod_spec, container, name, run_dir)
         own = container_env(container, name, namespace)
         # The operator appends its variables to the container's env: they come after its own in expansion too.
         injected = pin_rendezvous_host(op.operator_env(job, replica_type, index), name, pod_names, namespace)
         pod_env = expand_env(own + localize_hosts(injected, pod_names, namespace))
-        own, injected = pod_env[:len(own)], pod_env[len(own):]
+        own, injected = pod_env[: len(own)], pod_env[len(own) :]
         argv = pod_argv(container, dict(pod_env), mounts, name)
         env = {**base_env, "CUDA_VISIBLE_DEVICES": devices}
         env.update((k, map_path(v, mounts)) for k, v in own)
@@ -315,6 +338,18 @@ def plan_pods(job: dict, run_dir: Path, namespace: str = "default",
         cwd = Path(map_path(working_dir, mounts)) if working_dir else None
         if cwd is None or not str(cwd).startswith(str(run_dir)):
             cwd = pod_dir(run_dir, name) / "workdir"  # the image's directories do not exist here
-        planned.append(LocalPod(name, replica_type, index, argv, env, tuple(injected), cwd,
-                                op.restart_policy(job, replica_type), tuple(mounts), cpus))
+        planned.append(
+            LocalPod(
+                name,
+                replica_type,
+                index,
+                argv,
+                env,
+                tuple(injected),
+                cwd,
+                op.restart_policy(job, replica_type),
+                tuple(mounts),
+                cpus,
+            )
+        )
     return planned

@@ -1,4 +1,5 @@
 """Render the chart with Helm and pick out the PyTorchJob."""
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,10 @@ def find_helm(explicit: str | None = None) -> str:
         if given:
             found = shutil.which(given)
             if found is None:
-                raise RenderError(f"{named.format(given)}: neither a path nor a command on PATH; name an installed "
-                                  "Helm, or leave it out to use the one `make tools` installs")
+                raise RenderError(
+                    f"{named.format(given)}: neither a path nor a command on PATH; name an installed "
+                    "Helm, or leave it out to use the one `make tools` installs"
+                )
             return found
     linked = Path(os.environ.get("TOOLS_BIN") or REPO / ".tools" / "bin") / "helm"
     if linked.exists():

@@ -16,6 +16,7 @@ SIGTERM and SIGHUP interrupt the job as Ctrl-C does: every replica is stopped be
 (another signal meanwhile kills them at once). What a dead replica leaves running (torchrun's workers,
 which start their own sessions) is killed, as a container's death would kill it.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -122,7 +123,7 @@ def _signal_group(pid: int, signum: int) -> None:
 
 @dataclass
 class JobResult:
-    state: str          # Succeeded or Failed
+    state: str  # Succeeded or Failed
     reason: str
     restarts: int
     exit_codes: dict[str, int] = field(default_factory=dict)
@@ -137,7 +138,7 @@ class _Replica:
     pod: LocalPod
     process: subprocess.Popen | None = None
     pump: threading.Thread | None = None
-    phase: str = "Pending"   # Running, Succeeded, Failed
+    phase: str = "Pending"  # Running, Succeeded, Failed
     exit_code: int | None = None
     restart_at: float | None = None
 
@@ -148,9 +149,18 @@ class _Replica:
 
 
 class JobRunner:
-    def __init__(self, job_name: str, pods: list[LocalPod], run_dir: Path, *, backoff_limit: int | None,
-                 active_deadline_seconds: int | None = None, elastic: bool = False,
-                 grace_seconds: float = 60.0, out: TextIO = sys.stdout):
+    def __init__(
+        self,
+        job_name: str,
+        pods: list[LocalPod],
+        run_dir: Path,
+        *,
+        backoff_limit: int | None,
+        active_deadline_seconds: int | None = None,
+        elastic: bool = False,
+        grace_seconds: float = 60.0,
+        out: TextIO = sys.stdout,
+    ):
         self.job_name = job_name
         self.replicas = [_Replica(pod) for pod in pods]
         self.run_dir = run_dir
@@ -192,8 +202,15 @@ class JobRunner:
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         # Its own session, so stopping its process group stops what it spawned; what starts a session
         # of its own (torchrun's workers) is an orphan once the replica dies, and _kill_orphans' job.
-        replica.process = subprocess.Popen(list(pod.argv), env=pod.env, cwd=pod.cwd, stdin=subprocess.DEVNULL,
-                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        replica.process = subprocess.Popen(
+            list(pod.argv),
+            env=pod.env,
+            cwd=pod.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         if pod.cpus:
             # Pinned at once, while Python starts up: every thread and process it makes inherits
             # the set. (preexec_fn would do it before exec, but is unsafe beside the pump threads.)
@@ -202,8 +219,11 @@ class JobRunner:
             except ProcessLookupError:
                 pass  # it exited already; the poll loop reports it
         (own_dir / "pid").write_text(f"{replica.process.pid}\n")
-        replica.pump = threading.Thread(target=self._pump_output, daemon=True,
-                                        args=(pod, replica.process.stdout, self.run_dir / "logs" / f"{pod.name}.log"))
+        replica.pump = threading.Thread(
+            target=self._pump_output,
+            daemon=True,
+            args=(pod, replica.process.stdout, self.run_dir / "logs" / f"{pod.name}.log"),
+        )
         replica.pump.start()
         replica.phase, replica.exit_code, replica.restart_at = "Running", None, None
 
@@ -250,8 +270,9 @@ class JobRunner:
 
     def _orphans(self) -> dict[int, str]:
         replicas = {r.process.pid for r in self.replicas if r.alive}
-        return {pid: name for pid, name in _children().items()
-                if pid not in replicas and pid not in self._host_children}
+        return {
+            pid: name for pid, name in _children().items() if pid not in replicas and pid not in self._host_children
+        }
 
     def _on_signal(self, signum: int, _frame) -> None:
         """The first stop signal interrupts the job; another, while its replicas stop, hurries them."""
@@ -284,19 +305,28 @@ class JobRunner:
             return f"{pod.name} exited with code {describe(code)} and restartPolicy {pod.restart_policy} does not restart it"
         if self.backoff_limit is not None and self.restarts + 1 >= self.backoff_limit:
             # `restarts` counts the restarts done, as the summary line reports them: one fewer than the failures.
-            reason = (f"{pod.name} exited with code {describe(code)}; backoffLimit {self.backoff_limit} reached "
-                      f"at the job's failure {self.restarts + 1}")
+            reason = (
+                f"{pod.name} exited with code {describe(code)}; backoffLimit {self.backoff_limit} reached "
+                f"at the job's failure {self.restarts + 1}"
+            )
             if pod.restart_policy == "ExitCode":
-                until = ("until runPolicy.activeDeadlineSeconds" if self.active_deadline_seconds is not None
-                         else "forever; set runPolicy.activeDeadlineSeconds to bound it")
-                reason += ("; on a cluster the training-operator v1 does not count ExitCode's pod recreations "
-                           f"(kubeflow/trainer#2045) and would recreate it {until}")
+                until = (
+                    "until runPolicy.activeDeadlineSeconds"
+                    if self.active_deadline_seconds is not None
+                    else "forever; set runPolicy.activeDeadlineSeconds to bound it"
+                )
+                reason += (
+                    "; on a cluster the training-operator v1 does not count ExitCode's pod recreations "
+                    f"(kubeflow/trainer#2045) and would recreate it {until}"
+                )
             return reason
         self.restarts += 1
         limit = "unlimited" if self.backoff_limit is None else self.backoff_limit
         recreate = pod.restart_policy == "ExitCode"
-        self.say(f"{pod.name} exited with code {describe(code)}; {'recreating the pod' if recreate else 'restarting it'} "
-                 f"(restartPolicy {pod.restart_policy}, job restart {self.restarts}, backoffLimit {limit})")
+        self.say(
+            f"{pod.name} exited with code {describe(code)}; {'recreating the pod' if recreate else 'restarting it'} "
+            f"(restartPolicy {pod.restart_policy}, job restart {self.restarts}, backoffLimit {limit})"
+        )
         if recreate:
             shutil.rmtree(empty_dirs(self.run_dir, pod.name), ignore_errors=True)
         replica.restart_at = time.monotonic() + RESTART_DELAY_SECONDS
@@ -310,8 +340,14 @@ class JobRunner:
         codes = {r.pod.name: r.exit_code for r in self.replicas if r.exit_code is not None}
         if failure:
             return JobResult("Failed", failure, self.restarts, codes)
-        return JobResult("Succeeded", "the Master succeeded" if any(r.pod.replica_type == "Master" for r in self.replicas)
-                         else "the Workers succeeded", self.restarts, codes)
+        return JobResult(
+            "Succeeded",
+            "the Master succeeded"
+            if any(r.pod.replica_type == "Master" for r in self.replicas)
+            else "the Workers succeeded",
+            self.restarts,
+            codes,
+        )
 
     def _supervise(self) -> str | None:
         """Run the job until it succeeds, fails or is interrupted; returns why it failed, if it did."""
@@ -347,8 +383,10 @@ class JobRunner:
         """The job is done; replicas still running get a grace period, then are stopped."""
         waiting_for = ", ".join(r.pod.name for r in self.replicas if r.phase == "Running")
         if waiting_for:
-            self.say(f"PyTorchJob {self.job_name} Succeeded; waiting up to {self.grace_seconds:.0f}s for {waiting_for} "
-                     "to exit (Ctrl-C stops waiting; the job stays Succeeded)")
+            self.say(
+                f"PyTorchJob {self.job_name} Succeeded; waiting up to {self.grace_seconds:.0f}s for {waiting_for} "
+                "to exit (Ctrl-C stops waiting; the job stays Succeeded)"
+            )
         deadline = time.monotonic() + self.grace_seconds
         while time.monotonic() < deadline:
             running = [r for r in self.replicas if r.phase == "Running"]
@@ -362,4 +400,6 @@ class JobRunner:
             time.sleep(POLL_SECONDS)
         for replica in self.replicas:
             if replica.phase == "Running":
-                self.say(f"{replica.pod.name} still running {self.grace_seconds:.0f}s after the job finished; stopping it")
+                self.say(
+                    f"{replica.pod.name} still running {self.grace_seconds:.0f}s after the job finished; stopping it"
+                )

@@ -1,4 +1,5 @@
 """The Argo CD Applications of ci/argocd/apps: the namespaces they create enforce Pod Security."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """The Argo CD side: health checks (run in Lua 5.1, the dialect of Argo CD's gopher-lua) and the
 app-of-apps manifests under ci/argocd/."""
+
 from __future__ import annotations
 
 import functools
@@ -45,7 +46,11 @@ def run_health_check(script: str, obj: dict) -> dict:
 def health_cases(check_dir: Path) -> list[tuple[Path, dict, dict]]:
     spec = yaml.safe_load((check_dir / "health_test.yaml").read_text())
     return [
-        (check_dir / case["inputPath"], yaml.safe_load((check_dir / case["inputPath"]).read_text()), case["healthStatus"])
+        (
+            check_dir / case["inputPath"],
+            yaml.safe_load((check_dir / case["inputPath"]).read_text()),
+            case["healthStatus"],
+        )
         for case in spec["tests"]
     ]
 
@@ -126,7 +131,11 @@ def test_cm_patch_embeds_the_health_lua_verbatim(key: str, check_dir: Path):
 
 def test_cm_patch_targets_argocd_cm():
     patch = cm_patch()
-    assert (patch["kind"], patch["metadata"]["name"], patch["metadata"]["namespace"]) == ("ConfigMap", "argocd-cm", "argocd")
+    assert (patch["kind"], patch["metadata"]["name"], patch["metadata"]["namespace"]) == (
+        "ConfigMap",
+        "argocd-cm",
+        "argocd",
+    )
     assert set(patch["data"]) == {
         "resource.customizations.health.kubeflow.org_PyTorchJob",
         "resource.customizations.health.argoproj.io_Application",
@@ -209,7 +218,11 @@ def test_ignore_differences_match_what_the_operator_chart_renders(helm):
     rules = {rule["kind"]: rule for rule in application("training-operator")["spec"]["ignoreDifferences"]}
     assert set(rules) == {"ValidatingWebhookConfiguration", "Secret"}
 
-    webhooks = [d for d in by_kind(docs, "ValidatingWebhookConfiguration") if d["metadata"]["name"] == rules["ValidatingWebhookConfiguration"]["name"]]
+    webhooks = [
+        d
+        for d in by_kind(docs, "ValidatingWebhookConfiguration")
+        if d["metadata"]["name"] == rules["ValidatingWebhookConfiguration"]["name"]
+    ]
     assert len(webhooks) == 1, "the ignored ValidatingWebhookConfiguration is not rendered under that name"
     assert rules["ValidatingWebhookConfiguration"]["jqPathExpressions"] == [".webhooks[]?.clientConfig.caBundle"]
     assert all("caBundle" not in w["clientConfig"] for w in webhooks[0]["webhooks"])
@@ -223,8 +236,11 @@ def test_ignore_differences_match_what_the_operator_chart_renders(helm):
 def test_the_workload_application_renders_a_pytorchjob(helm):
     jobs = by_kind(render_application(helm, "pytorchjob-mnist"), "PyTorchJob")
     assert len(jobs) == 1
-    images = {c["image"] for spec in jobs[0]["spec"]["pytorchReplicaSpecs"].values()
-              for c in spec["template"]["spec"]["containers"]}
+    images = {
+        c["image"]
+        for spec in jobs[0]["spec"]["pytorchReplicaSpecs"].values()
+        for c in spec["template"]["spec"]["containers"]
+    }
     assert {image.rsplit(":", 1)[0] for image in images} == {"registry.example.com/ml/trainer"}, (
         "the Application's image.repository parameter reaches every replica"
     )

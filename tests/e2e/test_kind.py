@@ -3,6 +3,7 @@
 The e2e itself needs a Docker engine and kind (GitHub Actions has both); elsewhere it skips. The other
 tests here run everywhere: they check that the script's inputs exist and mean what the script assumes.
 """
+
 from __future__ import annotations
 
 import os
@@ -65,8 +66,10 @@ def run_e2e_script(timeout: int) -> tuple[int, str, str]:
     try:
         result = run_stoppable([str(E2E_SCRIPT)], timeout, E2E_CLEANUP_TIMEOUT)
     except subprocess.TimeoutExpired as stopped:
-        pytest.fail(f"ci/e2e-kind.sh did not finish within {timeout}s (stopped with SIGTERM):\n"
-                    f"{(stopped.output or '')[-8000:]}\n{(stopped.stderr or '')[-8000:]}")
+        pytest.fail(
+            f"ci/e2e-kind.sh did not finish within {timeout}s (stopped with SIGTERM):\n"
+            f"{(stopped.output or '')[-8000:]}\n{(stopped.stderr or '')[-8000:]}"
+        )
     return result.returncode, result.stdout, result.stderr
 
 
@@ -92,8 +95,16 @@ def test_the_values_files_the_e2e_installs_exist():
 
 def pytorchjob(master_replicas: int) -> dict:
     out = subprocess.run(
-        [str(PYTORCHJOB_SCRIPT), "e2e-check", "mnist", "localhost/pytorchjob-mnist/trainer:e2e-cpu", str(master_replicas)],
-        capture_output=True, text=True, check=True,
+        [
+            str(PYTORCHJOB_SCRIPT),
+            "e2e-check",
+            "mnist",
+            "localhost/pytorchjob-mnist/trainer:e2e-cpu",
+            str(master_replicas),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     return yaml.safe_load(out)
 
@@ -107,7 +118,9 @@ def test_webhook_probe_jobs_are_valid_for_the_crd(helm):
         job = pytorchjob(replicas)
         validate_custom_object(crd, job)
         assert job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] == replicas
-        containers = [c for spec in job["spec"]["pytorchReplicaSpecs"].values() for c in spec["template"]["spec"]["containers"]]
+        containers = [
+            c for spec in job["spec"]["pytorchReplicaSpecs"].values() for c in spec["template"]["spec"]["containers"]
+        ]
         assert {c["name"] for c in containers} == {"pytorch"}, "the webhook wants a container named pytorch"
 
 
@@ -117,8 +130,12 @@ def test_pytorchjob_script_refuses_wrong_usage():
 
 
 def test_the_webhook_names_the_e2e_expects_are_rendered(helm):
-    docs = helm.render(OPERATOR_CHART, release=script_setting("operator_release"),
-                       namespace=script_setting("operator_namespace"), values_files=(script_setting("operator_values"),))
+    docs = helm.render(
+        OPERATOR_CHART,
+        release=script_setting("operator_release"),
+        namespace=script_setting("operator_namespace"),
+        values_files=(script_setting("operator_values"),),
+    )
     [webhook_configuration] = by_kind(docs, "ValidatingWebhookConfiguration")
     assert webhook_configuration["metadata"]["name"] == script_setting("webhook_configuration")
     webhook_names = [w["name"] for w in webhook_configuration["webhooks"]]
@@ -126,13 +143,18 @@ def test_the_webhook_names_the_e2e_expects_are_rendered(helm):
     assert webhook_configuration["webhooks"][0]["failurePolicy"] == "Fail"
 
 
-@pytest.mark.parametrize("release_setting, values_setting", [("workload_release", "workload_values"),
-                                                            ("elastic_release", "elastic_values")])
+@pytest.mark.parametrize(
+    "release_setting, values_setting", [("workload_release", "workload_values"), ("elastic_release", "elastic_values")]
+)
 def test_the_job_is_named_after_the_release(helm, release_setting, values_setting):
     """The script waits on pytorchjob/<release> and checks for the <release>-storage claim."""
     release = script_setting(release_setting)
-    docs = helm.render(WORKLOAD_CHART, release=release,
-                       namespace=script_setting("workload_namespace"), values_files=(script_setting(values_setting),))
+    docs = helm.render(
+        WORKLOAD_CHART,
+        release=release,
+        namespace=script_setting("workload_namespace"),
+        values_files=(script_setting(values_setting),),
+    )
     assert [d["metadata"]["name"] for d in by_kind(docs, "PyTorchJob")] == [release]
     claims = by_kind(docs, "PersistentVolumeClaim")
     assert [c["metadata"]["name"] for c in claims] == [f"{release}-storage"]
@@ -143,10 +165,15 @@ def test_the_two_node_job_must_spread_its_pods_and_leaves_nothing(helm):
     """The second job has no volume (no single-node affinity, no helm test) and a required
     anti-affinity between its own pods, selected by the label the operator puts on them."""
     release = script_setting("two_nodes_release")
-    docs = helm.render(WORKLOAD_CHART, release=release,
-                       namespace=script_setting("workload_namespace"),
-                       values_files=(script_setting("workload_values"), script_setting("two_nodes_values")))
-    assert {d["kind"] for d in docs} == {"PyTorchJob", "NetworkPolicy"}, "nothing the uninstall would keep or the test needs"
+    docs = helm.render(
+        WORKLOAD_CHART,
+        release=release,
+        namespace=script_setting("workload_namespace"),
+        values_files=(script_setting("workload_values"), script_setting("two_nodes_values")),
+    )
+    assert {d["kind"] for d in docs} == {"PyTorchJob", "NetworkPolicy"}, (
+        "nothing the uninstall would keep or the test needs"
+    )
     assert {p["metadata"]["labels"]["app.kubernetes.io/instance"] for p in by_kind(docs, "NetworkPolicy")} == {release}
     assert "networkpolicies" in leftover_resources(), "the uninstall check must see a NetworkPolicy left behind"
     [job] = by_kind(docs, "PyTorchJob")
@@ -155,22 +182,31 @@ def test_the_two_node_job_must_spread_its_pods_and_leaves_nothing(helm):
         affinity = spec["template"]["spec"]["affinity"]
         assert "podAffinity" not in affinity, role
         [term] = affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-        assert term == {"labelSelector": {"matchLabels": {"training.kubeflow.org/job-name": release}},
-                        "topologyKey": "kubernetes.io/hostname"}, role
-    assert 'uninstall_leaving_only "$two_nodes_release" "$workload_namespace" "training.kubeflow.org/job-name=$two_nodes_release" ""' in SCRIPT_TEXT
+        assert term == {
+            "labelSelector": {"matchLabels": {"training.kubeflow.org/job-name": release}},
+            "topologyKey": "kubernetes.io/hostname",
+        }, role
+    assert (
+        'uninstall_leaving_only "$two_nodes_release" "$workload_namespace" "training.kubeflow.org/job-name=$two_nodes_release" ""'
+        in SCRIPT_TEXT
+    )
 
 
 def test_the_elastic_job_is_searched_for_rank_0_and_keeps_its_claim(helm):
     """The third job: elastic torchrun over 3 pods (WORLD_SIZE 3), whose rank 0 may be in any pod, so
     check_rank0_log reads every pod's log when the job has an elasticPolicy; its claim (named and kept as
     test_the_job_is_named_after_the_release checks) is expected after the uninstall."""
-    docs = helm.render(WORKLOAD_CHART, release=script_setting("elastic_release"),
-                       namespace=script_setting("workload_namespace"), values_files=(script_setting("elastic_values"),))
+    docs = helm.render(
+        WORKLOAD_CHART,
+        release=script_setting("elastic_release"),
+        namespace=script_setting("workload_namespace"),
+        values_files=(script_setting("elastic_values"),),
+    )
     [job] = by_kind(docs, "PyTorchJob")
     assert job["spec"]["elasticPolicy"] and job["spec"]["nprocPerNode"] == "1"
     replicas = job["spec"]["pytorchReplicaSpecs"]
     assert (replicas["Master"]["replicas"], replicas["Worker"]["replicas"]) == (1, 2)
-    assert "if [[ -n \"$(job_field \"$1\" '{.spec.elasticPolicy}')\" ]]; then" in SCRIPT_TEXT
+    assert 'if [[ -n "$(job_field "$1" \'{.spec.elasticPolicy}\')" ]]; then' in SCRIPT_TEXT
     assert '"persistentvolumeclaim/$elastic_release-storage"' in SCRIPT_TEXT
 
 
@@ -178,11 +214,18 @@ def test_the_operator_uninstall_leaves_the_crd_the_script_expects(helm):
     """The operator is installed with crds.keep=true, so its uninstall leaves exactly the CRD."""
     install = re.search(r'^helm install "\$operator_release".*?--wait', SCRIPT_TEXT, re.M | re.S).group(0)
     assert "--set crds.keep=true" in install
-    docs = helm.render(OPERATOR_CHART, release=script_setting("operator_release"),
-                       namespace=script_setting("operator_namespace"),
-                       values_files=(script_setting("operator_values"),), set_values={"crds.keep": True})
-    kept = [f"{d['kind']}/{d['metadata']['name']}" for d in docs
-            if d["metadata"].get("annotations", {}).get("helm.sh/resource-policy") == "keep"]
+    docs = helm.render(
+        OPERATOR_CHART,
+        release=script_setting("operator_release"),
+        namespace=script_setting("operator_namespace"),
+        values_files=(script_setting("operator_values"),),
+        set_values={"crds.keep": True},
+    )
+    kept = [
+        f"{d['kind']}/{d['metadata']['name']}"
+        for d in docs
+        if d["metadata"].get("annotations", {}).get("helm.sh/resource-policy") == "keep"
+    ]
     assert kept == ["CustomResourceDefinition/pytorchjobs.kubeflow.org"]
     assert '"customresourcedefinition.apiextensions.k8s.io/pytorchjobs.kubeflow.org"' in SCRIPT_TEXT
 
@@ -210,8 +253,9 @@ def test_ci_workflow_runs_make_test_and_the_kind_e2e():
     assert workflow["jobs"]["test"]["env"]["E2E_KIND"] == "0"
     kind_steps = [s for s in workflow["jobs"]["e2e-kind"]["steps"] if s.get("uses", "").startswith("helm/kind-action@")]
     assert kind_steps and kind_steps[0]["with"]["install_only"] is True, "the script creates its own cluster"
-    assert re.fullmatch(r"v\d+\.\d+\.\d+", kind_steps[0]["with"].get("version", "")), \
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", kind_steps[0]["with"].get("version", "")), (
         "kind's version pins the node image, i.e. the Kubernetes version under test"
+    )
 
 
 def test_ci_workflow_builds_the_variants_and_platforms_the_e2e_does_not():
@@ -229,12 +273,22 @@ def test_ci_workflow_builds_the_variants_and_platforms_the_e2e_does_not():
 
 # What `kubectl get <resource>` in the script's leftovers() finds, per kind the charts render.
 LEFTOVER_RESOURCE = {
-    "Pod": "all", "Service": "all", "Deployment": "all",
-    "PyTorchJob": "pytorchjobs", "PersistentVolumeClaim": "pvc", "ConfigMap": "configmaps", "NetworkPolicy": "networkpolicies",
-    "Secret": "secrets", "ServiceAccount": "serviceaccounts", "Role": "roles", "RoleBinding": "rolebindings",
-    "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
+    "Pod": "all",
+    "Service": "all",
+    "Deployment": "all",
+    "PyTorchJob": "pytorchjobs",
+    "PersistentVolumeClaim": "pvc",
+    "ConfigMap": "configmaps",
+    "NetworkPolicy": "networkpolicies",
+    "Secret": "secrets",
+    "ServiceAccount": "serviceaccounts",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
+    "ClusterRole": "clusterroles",
+    "ClusterRoleBinding": "clusterrolebindings",
     "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
-    "CustomResourceDefinition": "customresourcedefinitions", "PersistentVolume": "persistentvolumes",
+    "CustomResourceDefinition": "customresourcedefinitions",
+    "PersistentVolume": "persistentvolumes",
 }
 
 
@@ -243,21 +297,32 @@ def leftover_resources() -> set[str]:
     return {r for listing in re.findall(r"kubectl get ([\w.,]+)", body) for r in listing.split(",")}
 
 
-@pytest.mark.parametrize("chart, release, namespace, values", [
-    ("training-operator", "operator_release", "operator_namespace", "operator_values"),
-    ("pytorchjob-mnist", "workload_release", "workload_namespace", "workload_values"),
-    ("pytorchjob-mnist", "elastic_release", "workload_namespace", "elastic_values"),
-])
+@pytest.mark.parametrize(
+    "chart, release, namespace, values",
+    [
+        ("training-operator", "operator_release", "operator_namespace", "operator_values"),
+        ("pytorchjob-mnist", "workload_release", "workload_namespace", "workload_values"),
+        ("pytorchjob-mnist", "elastic_release", "workload_namespace", "elastic_values"),
+    ],
+)
 def test_the_leftover_check_sees_everything_the_charts_install(helm, chart, release, namespace, values):
     """Uninstall is only proven clean if every rendered object is labelled and of a kind the script lists."""
     release_name = script_setting(release)
-    docs = helm.render(REPO / "charts" / chart, release=release_name, namespace=script_setting(namespace),
-                       values_files=(script_setting(values),))
+    docs = helm.render(
+        REPO / "charts" / chart,
+        release=release_name,
+        namespace=script_setting(namespace),
+        values_files=(script_setting(values),),
+    )
     listed = leftover_resources()
     for doc in docs:
         where = f"{doc['kind']}/{doc['metadata']['name']}"
-        assert doc["metadata"].get("labels", {}).get("app.kubernetes.io/instance") == release_name, f"{where} is not labelled"
-        assert LEFTOVER_RESOURCE.get(doc["kind"]) in listed, f"{where}: ci/e2e-kind.sh leftovers() does not list its kind"
+        assert doc["metadata"].get("labels", {}).get("app.kubernetes.io/instance") == release_name, (
+            f"{where} is not labelled"
+        )
+        assert LEFTOVER_RESOURCE.get(doc["kind"]) in listed, (
+            f"{where}: ci/e2e-kind.sh leftovers() does not list its kind"
+        )
 
 
 def test_the_leftover_check_fails_when_any_of_its_queries_does():

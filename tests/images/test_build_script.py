@@ -1,6 +1,8 @@
 """ci/build-image.sh (what `make image` runs) with a stand-in container tool that records its arguments."""
+
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -15,15 +17,18 @@ from tests.support.version import PROJECT_VERSION
 BUILD_SCRIPT = REPO / "ci" / "build-image.sh"
 
 
-def make_recording_tool(directory: Path, name: str, buildx: bool = True,
-                        version: str = "Docker version 27.5.1") -> tuple[Path, Path]:
+def make_recording_tool(
+    directory: Path, name: str, buildx: bool = True, version: str = "Docker version 27.5.1"
+) -> tuple[Path, Path]:
     """A container tool that records a build's arguments; `buildx version` answers as `buildx` says,
     and `--version` with `version`."""
     record = directory / "args"
     tool = directory / name
-    tool.write_text(f'#!/bin/sh\nif [ "$1 $2" = "buildx version" ]; then exit {0 if buildx else 1}; fi\n'
-                    f'if [ "$1" = "--version" ]; then echo "{version}"; exit 0; fi\n'
-                    f'printf "%s\\n" "$@" > "{record}"\n')
+    tool.write_text(
+        f'#!/bin/sh\nif [ "$1 $2" = "buildx version" ]; then exit {0 if buildx else 1}; fi\n'
+        f'if [ "$1" = "--version" ]; then echo "{version}"; exit 0; fi\n'
+        f'printf "%s\\n" "$@" > "{record}"\n'
+    )
     tool.chmod(0o755)
     return tool, record
 
@@ -39,22 +44,32 @@ def recording_podman(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def build(tool: Path, *extra: str, script: Path = BUILD_SCRIPT, **env: str) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items()
-             if k not in {"VARIANT", "IMG", "PLATFORMS", "VERSION", "REVISION", "CREATED", "GITHUB_REPOSITORY"}}
-    return subprocess.run([str(script), *extra], capture_output=True, text=True,
-                          env={**clean, "CONTAINER_TOOL": str(tool), **env})
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"VARIANT", "IMG", "PLATFORMS", "VERSION", "REVISION", "CREATED", "GITHUB_REPOSITORY"}
+    }
+    return subprocess.run(
+        [str(script), *extra], capture_output=True, text=True, env={**clean, "CONTAINER_TOOL": str(tool), **env}
+    )
 
 
 def test_passes_variant_labels_and_context(recording_tool):
     tool, record = recording_tool
-    result = build(tool, "--build-arg", "BASE_IMAGE=debian:bookworm", IMG="example.com/trainer:1-cuda",
-                   VARIANT="cuda", SOURCE_DATE_EPOCH="1700000000")
+    result = build(
+        tool,
+        "--build-arg",
+        "BASE_IMAGE=debian:bookworm",
+        IMG="example.com/trainer:1-cuda",
+        VARIANT="cuda",
+        SOURCE_DATE_EPOCH="1700000000",
+    )
     assert result.returncode == 0, result.stderr
     args = record.read_text().splitlines()
     # buildx build, not build: only it honours the builder `docker buildx use` selected.
     assert args[:2] == ["buildx", "build"] and args[-1] == str(REPO), "context is the repository root"
     assert "--load" in args, "a docker-container builder's result must reach the engine for `make push`"
-    pairs = list(zip(args, args[1:]))
+    pairs = list(itertools.pairwise(args))
     assert ("--file", str(REPO / "docker" / "Dockerfile")) in pairs
     assert ("--tag", "example.com/trainer:1-cuda") in pairs
     build_args = {b for a, b in pairs if a == "--build-arg"}
@@ -71,11 +86,16 @@ def test_passes_variant_labels_and_context(recording_tool):
 
 def test_a_fork_built_in_github_actions_labels_its_own_repository(recording_tool):
     tool, record = recording_tool
-    assert build(tool, IMG="t:cpu", GITHUB_REPOSITORY="someone/fork", GITHUB_SERVER_URL="https://github.com").returncode == 0
+    assert (
+        build(tool, IMG="t:cpu", GITHUB_REPOSITORY="someone/fork", GITHUB_SERVER_URL="https://github.com").returncode
+        == 0
+    )
     args = record.read_text().splitlines()
-    labels = dict(b.split("=", 1) for a, b in zip(args, args[1:]) if a == "--label")
+    labels = dict(b.split("=", 1) for a, b in itertools.pairwise(args) if a == "--label")
     assert labels["org.opencontainers.image.source"] == "https://github.com/someone/fork"
-    assert labels["org.opencontainers.image.documentation"] == "https://github.com/someone/fork/blob/main/docker/README.md"
+    assert (
+        labels["org.opencontainers.image.documentation"] == "https://github.com/someone/fork/blob/main/docker/README.md"
+    )
 
 
 def test_the_revision_label_marks_uncommitted_edits(tmp_path, recording_tool):
@@ -95,13 +115,20 @@ def test_the_revision_label_marks_uncommitted_edits(tmp_path, recording_tool):
     def revision_label() -> str:
         assert build(tool, script=script, IMG="t:cpu").returncode == 0
         args = record.read_text().splitlines()
-        return next(b.split("=", 1)[1] for a, b in zip(args, args[1:]) if b.startswith("org.opencontainers.image.revision="))
+        return next(
+            b.split("=", 1)[1]
+            for a, b in itertools.pairwise(args)
+            if b.startswith("org.opencontainers.image.revision=")
+        )
 
     assert revision_label() == commit
     (repo / "pyproject.toml").write_text('version = "1.2.4"\n')
     assert revision_label() == commit + "-dirty"
     refused = build(tool, "--push", script=script, IMG="t:cpu")
-    assert refused.returncode == 2 and f"--push would publish uncommitted edits (revision {commit}-dirty)" in refused.stderr
+    assert (
+        refused.returncode == 2
+        and f"--push would publish uncommitted edits (revision {commit}-dirty)" in refused.stderr
+    )
     assert build(tool, "--push", script=script, IMG="t:cpu", ALLOW_UNCOMMITTED="1").returncode == 0
 
 
@@ -130,7 +157,7 @@ def test_podman_builds_with_plain_build_into_a_manifest(recording_podman):
     assert result.returncode == 0, result.stderr
     args = record.read_text().splitlines()
     assert args[0] == "build" and "--load" not in args
-    assert ("--manifest", "t:multi") in list(zip(args, args[1:]))
+    assert ("--manifest", "t:multi") in list(itertools.pairwise(args))
     assert "--tag" not in args, "a local t:cpu would hold one platform, which make push would publish as all"
 
 
@@ -170,4 +197,3 @@ def test_bad_input_is_refused_before_building(recording_tool, env, message):
     result = build(tool, **env)
     assert result.returncode == 2 and message in result.stderr
     assert not record.exists(), "the container tool must not run"
-

@@ -1,10 +1,11 @@
 """What docker/Dockerfile promises about layer caching and the runtime environment, read from the file
 itself (no build): these hold for docker and podman alike and run everywhere."""
+
 from __future__ import annotations
 
 import re
-import tomllib
 
+import tomllib
 from packaging.requirements import Requirement
 
 from tests.support.dockerfile import copies, env, runtime_env, stages
@@ -24,25 +25,34 @@ def test_the_dependency_install_sees_only_the_requirement_list():
     while name in all_stages:  # the venv's stage and the stages it is built FROM
         chain.append(name)
         name = all_stages[name][0]
-    from_context = [(stage, arguments) for stage in chain for source, arguments in copies(all_stages[stage][1])
-                    if source is None]
+    from_context = [
+        (stage, arguments) for stage in chain for source, arguments in copies(all_stages[stage][1]) if source is None
+    ]
     assert not from_context, f"stages building /opt/venv copy from the build context: {from_context}"
-    lists = [source for stage in chain for source, arguments in copies(all_stages[stage][1])
-             if "requirements" in arguments]
+    lists = [
+        source for stage in chain for source, arguments in copies(all_stages[stage][1]) if "requirements" in arguments
+    ]
     assert lists, "the venv's stages copy the requirement list from another stage"
-    assert any("pyproject.toml" in arguments for _, arguments in copies(all_stages[lists[0]][1])), \
+    assert any("pyproject.toml" in arguments for _, arguments in copies(all_stages[lists[0]][1])), (
         f"stage {lists[0]} derives the list from pyproject.toml"
+    )
 
 
 def test_the_images_other_packages_are_pinned_within_pyprojects_ranges():
     """Two builds of one commit get the same numpy, scikit-learn, tensorboardX…; torch comes from build args."""
-    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", (REPO / "docker" / "constraints.txt").read_text(), re.MULTILINE))
-    dependencies = [Requirement(d) for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]]
+    pins = dict(
+        re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", (REPO / "docker" / "constraints.txt").read_text(), re.MULTILINE)
+    )
+    dependencies = [
+        Requirement(d) for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    ]
     for requirement in dependencies:
         if requirement.name in ("torch", "torchvision"):
             continue
         assert requirement.name in pins, f"docker/constraints.txt does not pin {requirement.name}"
-        assert requirement.specifier.contains(pins[requirement.name]), f"{requirement.name}=={pins[requirement.name]} is outside {requirement}"
+        assert requirement.specifier.contains(pins[requirement.name]), (
+            f"{requirement.name}=={pins[requirement.name]} is outside {requirement}"
+        )
     installs = [line for line in (REPO / "docker" / "Dockerfile").read_text().split("RUN ") if "--requirement" in line]
     assert len(installs) == 1 and "--constraint /tmp/constraints.txt" in installs[0]
     assert "!docker/constraints.txt" in (REPO / ".dockerignore").read_text().splitlines()
@@ -54,7 +64,8 @@ def test_the_runtime_env_suits_gpu_nodes_and_a_read_only_root():
     # GKE's device plugin mounts the driver libraries here without ldconfig (PyTorch's images set the same).
     assert {"/usr/local/nvidia/lib", "/usr/local/nvidia/lib64"} <= set(runtime["LD_LIBRARY_PATH"].split(":"))
     assert set(runtime["NVIDIA_DRIVER_CAPABILITIES"].split(",")) == {"compute", "utility"}
-    assert not any("NVIDIA_VISIBLE_DEVICES" in env(steps) for _, steps in all_stages.values()), \
+    assert not any("NVIDIA_VISIBLE_DEVICES" in env(steps) for _, steps in all_stages.values()), (
         "the device plugin chooses the GPUs; an image default would expose all of them where no plugin runs"
+    )
     # CUDA's JIT cache defaults to $HOME/.nv, read-only under the chart: it belongs in the cache volume.
     assert runtime["CUDA_CACHE_PATH"].startswith(runtime["XDG_CACHE_HOME"] + "/")

@@ -21,6 +21,7 @@ the published CPU image gets torchvision's CPU build from the PyTorch index. The
 torch and torchvision as published; with no GPU here it trains on the CPU, and its job reads
 FashionMNIST IDX files through torchvision's loader.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,8 @@ import re
 import shutil
 import subprocess
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -56,7 +57,9 @@ def podman_missing() -> str | None:
     if os.environ.get("PODMAN_SMOKE") == "0":
         return "PODMAN_SMOKE=0 opts out of building the images with podman and running DDP jobs in them"
     if shutil.which("podman") is None:
-        return "podman is not installed (apt-get install -y podman runc debootstrap); it builds and runs the images here"
+        return (
+            "podman is not installed (apt-get install -y podman runc debootstrap); it builds and runs the images here"
+        )
     if os.geteuid() != 0:
         return "needs rootful podman (run as root): rootless podman cannot debootstrap or import the offline base"
     if shutil.which("debootstrap") is None:
@@ -74,8 +77,10 @@ def cuda_build_missing() -> str | None:
     store = podman("info", "--format", "{{.Store.GraphRoot}}").stdout.strip()
     free = shutil.disk_usage(store).free
     if free < CUDA_BUILD_FREE_BYTES:
-        return (f"the CUDA image build needs {CUDA_BUILD_FREE_BYTES / 2**30:.0f} GiB free in podman's store "
-                f"{store}, which has {free / 2**30:.1f} GiB")
+        return (
+            f"the CUDA image build needs {CUDA_BUILD_FREE_BYTES / 2**30:.0f} GiB free in podman's store "
+            f"{store}, which has {free / 2**30:.1f} GiB"
+        )
     return None
 
 
@@ -87,8 +92,9 @@ def built_image(variant: str, missing: Callable[[], str | None]) -> Iterator[str
     anchor = CACHE_ANCHOR.format(variant=variant)
     tag = f"{anchor}-{uuid.uuid4().hex[:8]}"
     # Stopped with SIGTERM, so that the script's trap removes the torch wheel it links into docker/wheels/.
-    build = run_stoppable([str(PODMAN_DIR / "build-offline.sh")], 2400, 60,
-                          env={**podman_env(), "IMG": tag, "VARIANT": variant})
+    build = run_stoppable(
+        [str(PODMAN_DIR / "build-offline.sh")], 2400, 60, env={**podman_env(), "IMG": tag, "VARIANT": variant}
+    )
     assert build.returncode == 0, f"{variant} image build failed:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}"
     yield tag
     previous = podman("image", "inspect", "--format", "{{.Id}}", anchor, check=False).stdout.strip()
@@ -122,8 +128,17 @@ def offline_base() -> str:
 
 def test_dockerfile_refuses_an_unknown_variant(offline_base: str):
     """`docker build --build-arg VARIANT=gpu` bypasses ci/build-image.sh; the Dockerfile itself says what is wrong."""
-    result = podman("build", "--file", str(REPO / "docker" / "Dockerfile"), "--build-arg", "VARIANT=gpu",
-                    "--build-arg", f"BASE_IMAGE={offline_base}", str(REPO), check=False)
+    result = podman(
+        "build",
+        "--file",
+        str(REPO / "docker" / "Dockerfile"),
+        "--build-arg",
+        "VARIANT=gpu",
+        "--build-arg",
+        f"BASE_IMAGE={offline_base}",
+        str(REPO),
+        check=False,
+    )
     assert result.returncode != 0
     assert "build arg VARIANT must be cpu or cuda, got 'gpu'" in result.stdout + result.stderr
 
@@ -143,8 +158,15 @@ def test_image_metadata(image: str):
 
 
 def test_image_has_the_cpu_torch_build(image: str):
-    probe = podman("run", "--rm", "--entrypoint", "python", image, "-c",
-                   "import torch, trainer; print(torch.__version__, torch.cuda.is_available())")
+    probe = podman(
+        "run",
+        "--rm",
+        "--entrypoint",
+        "python",
+        image,
+        "-c",
+        "import torch, trainer; print(torch.__version__, torch.cuda.is_available())",
+    )
     version, cuda = probe.stdout.split()
     assert version.endswith("+cpu") and cuda == "False", probe.stdout
 
@@ -160,20 +182,53 @@ def run_ddp_job(image: str, output: Path, *trainer_args: str, volumes: tuple[str
     try:
         for name, rank in replicas.items():
             podman(
-                "run", "--detach", "--name", name, "--network", network,
-                "--user", "1000:1000", "--read-only",
-                "--tmpfs", "/tmp", "--tmpfs", f"{CACHE_DIR}:rw,mode=1777",
-                "--volume", f"{output}:/pvc", *(arg for volume in volumes for arg in ("--volume", volume)),
+                "run",
+                "--detach",
+                "--name",
+                name,
+                "--network",
+                network,
+                "--user",
+                "1000:1000",
+                "--read-only",
+                "--tmpfs",
+                "/tmp",
+                "--tmpfs",
+                f"{CACHE_DIR}:rw,mode=1777",
+                "--volume",
+                f"{output}:/pvc",
+                *(arg for volume in volumes for arg in ("--volume", volume)),
                 # What the training-operator injects for a 1 Master + 1 Worker PyTorchJob.
-                "--env", f"MASTER_ADDR={job}-master-0", "--env", "MASTER_PORT=23456",
-                "--env", "WORLD_SIZE=2", "--env", f"RANK={rank}", "--env", "PYTHONUNBUFFERED=1",
-                image, *trainer_args, "--epochs", "5", "--threads", "1", "--pg-timeout", "120",
-                "--output-dir", f"/pvc/{name}/model", "--log-dir", f"/pvc/{name}/logs",
-                "--checkpoint-dir", f"/pvc/{name}/checkpoints",
+                "--env",
+                f"MASTER_ADDR={job}-master-0",
+                "--env",
+                "MASTER_PORT=23456",
+                "--env",
+                "WORLD_SIZE=2",
+                "--env",
+                f"RANK={rank}",
+                "--env",
+                "PYTHONUNBUFFERED=1",
+                image,
+                *trainer_args,
+                "--epochs",
+                "5",
+                "--threads",
+                "1",
+                "--pg-timeout",
+                "120",
+                "--output-dir",
+                f"/pvc/{name}/model",
+                "--log-dir",
+                f"/pvc/{name}/logs",
+                "--checkpoint-dir",
+                f"/pvc/{name}/checkpoints",
             )
         exit_codes = {name: podman("wait", name, timeout=600).stdout.strip() for name in replicas}
         logs = {name: podman("logs", name).stdout + podman("logs", name).stderr for name in replicas}
-        assert exit_codes == dict.fromkeys(replicas, "0"), "\n".join(f"== {n}\n{log[-3000:]}" for n, log in logs.items())
+        assert exit_codes == dict.fromkeys(replicas, "0"), "\n".join(
+            f"== {n}\n{log[-3000:]}" for n, log in logs.items()
+        )
     finally:
         for name in replicas:
             podman("rm", "--force", name, check=False)
@@ -202,11 +257,31 @@ def test_ddp_job_with_the_operator_env_contract(image: str, tmp_path: Path):
 def test_the_charts_torchrun_launcher_runs_in_the_image(image: str):
     """torchrun.enabled's command (`python -m trainer.torchrun --module trainer`), as the chart runs the
     container: two processes train, and a worker's own exit code (2, a bad flag) is the container's."""
+
     def torchrun(*trainer_args: str) -> subprocess.CompletedProcess:
-        return podman("run", "--rm", "--user", "1000:1000", "--read-only", "--tmpfs", "/tmp",
-                      "--tmpfs", f"{CACHE_DIR}:rw,mode=1777", "--entrypoint", "python", image,
-                      "-m", "trainer.torchrun", "--standalone", "--nproc-per-node", "2", "--module", "trainer",
-                      *trainer_args, check=False)
+        return podman(
+            "run",
+            "--rm",
+            "--user",
+            "1000:1000",
+            "--read-only",
+            "--tmpfs",
+            "/tmp",
+            "--tmpfs",
+            f"{CACHE_DIR}:rw,mode=1777",
+            "--entrypoint",
+            "python",
+            image,
+            "-m",
+            "trainer.torchrun",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "--module",
+            "trainer",
+            *trainer_args,
+            check=False,
+        )
 
     trained = torchrun("--dataset", "digits", "--epochs", "1", "--threads", "1", "--dir", "")
     assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
@@ -216,9 +291,16 @@ def test_the_charts_torchrun_launcher_runs_in_the_image(image: str):
 
 
 def test_cuda_image_has_the_cuda_torch_build(cuda_image: str):
-    probe = podman("run", "--rm", "--entrypoint", "python", cuda_image, "-c",
-                   "import torch, torch.distributed as dist, torchvision, trainer; "
-                   "print(torch.version.cuda, torch.backends.cudnn.version(), dist.is_nccl_available())")
+    probe = podman(
+        "run",
+        "--rm",
+        "--entrypoint",
+        "python",
+        cuda_image,
+        "-c",
+        "import torch, torch.distributed as dist, torchvision, trainer; "
+        "print(torch.version.cuda, torch.backends.cudnn.version(), dist.is_nccl_available())",
+    )
     cuda, cudnn, nccl = probe.stdout.split()
     assert cuda != "None" and cudnn != "None" and nccl == "True", probe.stdout
 
@@ -227,8 +309,9 @@ def test_cuda_image_ddp_job_reads_fashion_mnist_files(cuda_image: str, tmp_path:
     """torchvision's FashionMNIST loader inside the image, on IDX files made from `digits` (no download here)."""
     data = tmp_path / "data"
     write_idx_dataset(data, load("digits", tmp_path, download=False))
-    log, model_dir = run_ddp_job(cuda_image, tmp_path / "pvc", "--dataset", "fashion-mnist", "--data-dir", "/data",
-                                 volumes=(f"{data}:/data:ro",))
+    log, model_dir = run_ddp_job(
+        cuda_image, tmp_path / "pvc", "--dataset", "fashion-mnist", "--data-dir", "/data", volumes=(f"{data}:/data:ro",)
+    )
     assert "Device: cpu" in log, "no GPU here: the CUDA build falls back to the CPU"
     metrics = json.loads((model_dir / "metrics.json").read_text())
     assert metrics["dataset"] == "fashion-mnist" and metrics["test_samples"] == 359  # digits' test split

@@ -1,5 +1,6 @@
 """Static checks of the Dockerfiles: hadolint, and the RUN --mount that older buildah breaks.
 tests/test_shell_scripts.py lints the CI scripts."""
+
 from __future__ import annotations
 
 import re
@@ -34,7 +35,7 @@ def test_no_run_mounts_a_build_stage(dockerfile: Path):
 def test_hadolint_passes(dockerfile: Path):
     result = subprocess.run(
         [venv_tool("hadolint"), "--failure-threshold", "info", str(dockerfile)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-

@@ -1,6 +1,7 @@
 """`make push` (ci/push-image.sh) against a real registry: Debian's docker-registry (the CNCF
 distribution registry) on loopback, with rootful podman. The images are tiny imports carrying the
 revision label ci/build-image.sh sets, so no image build is needed."""
+
 from __future__ import annotations
 
 import re
@@ -12,7 +13,8 @@ import pytest
 
 from tests.support.paths import REPO
 from tests.support.podman import podman, podman_env, podman_unusable
-from tests.support.registry import MISSING as REGISTRY_MISSING, serve_registry
+from tests.support.registry import MISSING as REGISTRY_MISSING
+from tests.support.registry import serve_registry
 
 REVISION_LABEL = "org.opencontainers.image.revision"
 HEAD = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -87,15 +89,23 @@ def test_pushes_an_image_of_this_commit_and_prints_the_digest_to_pin(registry, l
     digest = pushed.group(1)
     assert f"--set image.digest={digest}" in result.stdout
     # The printed digest is the registry's (a push may convert the manifest): it pulls by it.
-    pulled = subprocess.run(["podman", "pull", f"{host}/pytorchjob-mnist/trainer@{digest}"],
-                            env=env, capture_output=True, text=True, timeout=120)
+    pulled = subprocess.run(
+        ["podman", "pull", f"{host}/pytorchjob-mnist/trainer@{digest}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert pulled.returncode == 0, pulled.stderr
 
 
-@pytest.mark.parametrize(("revision", "reason"), [
-    ("0123456789abcdef0123456789abcdef01234567-dirty", "was built from uncommitted edits"),
-    ("0123456789abcdef0123456789abcdef01234567", "not this checkout's HEAD"),
-])
+@pytest.mark.parametrize(
+    ("revision", "reason"),
+    [
+        ("0123456789abcdef0123456789abcdef01234567-dirty", "was built from uncommitted edits"),
+        ("0123456789abcdef0123456789abcdef01234567", "not this checkout's HEAD"),
+    ],
+)
 def test_refuses_an_image_of_other_sources_and_names_the_override(registry, labelled_image, revision, reason):
     _, env = registry
     img = labelled_image(revision, "stale")

@@ -1,4 +1,5 @@
 """`python -m ci.localjob` refuses what it cannot run with a message, before starting anything."""
+
 from __future__ import annotations
 
 import io
@@ -55,8 +56,11 @@ def test_busy_port_is_reported_with_the_fix(tmp_path, capsys):
         holder.listen()
         port = holder.getsockname()[1]
         assert main(["--run-dir", str(tmp_path), "--port", str(port)]) == 2
-    assert f"port {port} is already in use on this machine; stop what holds it or pass --port N (an " \
-           "elasticPolicy.rdzvPort of its own moves with --set elasticPolicy.rdzvPort=N instead)" in capsys.readouterr().err
+    assert (
+        f"port {port} is already in use on this machine; stop what holds it or pass --port N (an "
+        "elasticPolicy.rdzvPort of its own moves with --set elasticPolicy.rdzvPort=N instead)"
+        in capsys.readouterr().err
+    )
 
 
 def test_a_port_whose_last_connection_is_in_time_wait_is_free():
@@ -100,9 +104,12 @@ def test_fresh_starts_over_but_keeps_the_downloaded_datasets(tmp_path, monkeypat
     """The trainer's messages advise --fresh; on a cluster one deletes the run's directory, not the datasets."""
     release = tmp_path / "mnist"
     dataset = release / "volumes/mnist-storage/datasets/FashionMNIST/raw/train-images-idx3-ubyte.gz"
-    run_state = [release / "volumes/mnist-storage/runs/default/mnist/checkpoints/checkpoint-5.pt",
-                 release / "volumes/hostpath-cache/x", release / "pods/mnist-master-0/pid",
-                 release / "logs/mnist-master-0.log"]
+    run_state = [
+        release / "volumes/mnist-storage/runs/default/mnist/checkpoints/checkpoint-5.pt",
+        release / "volumes/hostpath-cache/x",
+        release / "pods/mnist-master-0/pid",
+        release / "logs/mnist-master-0.log",
+    ]
     for path in [dataset, *run_state]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x")
@@ -111,20 +118,26 @@ def test_fresh_starts_over_but_keeps_the_downloaded_datasets(tmp_path, monkeypat
     assert dataset.read_text() == "x"
     assert [path for path in run_state if path.exists()] == []
     assert sorted(p.name for p in (release / "volumes").rglob("*")) == sorted(
-        ["mnist-storage", "hostpath-cache", "datasets", "FashionMNIST", "raw", dataset.name])
+        ["mnist-storage", "hostpath-cache", "datasets", "FashionMNIST", "raw", dataset.name]
+    )
 
 
-@pytest.mark.parametrize("option, environment, named", [
-    (["--helm", "/nonexistent/helm"], {}, "--helm /nonexistent/helm"),
-    ([], {"HELM": "helm-not-installed"}, "HELM=helm-not-installed"),
-])
+@pytest.mark.parametrize(
+    "option, environment, named",
+    [
+        (["--helm", "/nonexistent/helm"], {}, "--helm /nonexistent/helm"),
+        ([], {"HELM": "helm-not-installed"}, "HELM=helm-not-installed"),
+    ],
+)
 def test_a_helm_that_is_not_found_is_named(tmp_path, capsys, monkeypatch, option, environment, named):
     """Not silently replaced by the pinned Helm."""
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
     assert main([*option, "--print-env", "--run-dir", str(tmp_path)]) == 2
-    assert (f"localjob: {named}: neither a path nor a command on PATH; name an installed Helm, or leave it out "
-            "to use the one `make tools` installs") in capsys.readouterr().err
+    assert (
+        f"localjob: {named}: neither a path nor a command on PATH; name an installed Helm, or leave it out "
+        "to use the one `make tools` installs"
+    ) in capsys.readouterr().err
 
 
 def test_a_helm_may_be_named_as_a_command_on_path(tmp_path, monkeypatch):

@@ -1,6 +1,7 @@
 """`python -m ci.localjob` end to end on the chart's default values (1 Master + 1 Worker, gloo),
 with the real trainer on the small bundled digits dataset: once undisturbed, once with the
 Master SIGKILLed mid-training after its first checkpoint."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,17 @@ UNDISTURBED = {**SMALL_DATA, "training.epochs": 5}
 
 def start_runner(run_dir: Path, *args: str) -> subprocess.Popen:
     small_data = [arg for key, value in SMALL_DATA.items() for arg in ("--set", f"{key}={value}")]
-    command = [sys.executable, "-m", "ci.localjob", "--run-dir", str(run_dir), "--port", str(free_port()),
-               *small_data, *args]
+    command = [
+        sys.executable,
+        "-m",
+        "ci.localjob",
+        "--run-dir",
+        str(run_dir),
+        "--port",
+        str(free_port()),
+        *small_data,
+        *args,
+    ]
     return spawn(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -55,9 +65,11 @@ def test_default_job_succeeds(undisturbed_run):
 
 def test_runner_prints_the_operator_environment_with_local_hosts(undisturbed_run):
     _, output, _ = undisturbed_run
-    assert re.search(r"mnist-worker-0: PYTHONUNBUFFERED=1 MASTER_PORT=(\d+) PET_MASTER_PORT=\1 MASTER_ADDR=127.0.0.1 "
-                     r"PET_MASTER_ADDR=127.0.0.1 WORLD_SIZE=2 RANK=1 PET_NODE_RANK=1 PET_NPROC_PER_NODE=1 PET_NNODES=2",
-                     output), output
+    assert re.search(
+        r"mnist-worker-0: PYTHONUNBUFFERED=1 MASTER_PORT=(\d+) PET_MASTER_PORT=\1 MASTER_ADDR=127.0.0.1 "
+        r"PET_MASTER_ADDR=127.0.0.1 WORLD_SIZE=2 RANK=1 PET_NODE_RANK=1 PET_NPROC_PER_NODE=1 PET_NNODES=2",
+        output,
+    ), output
 
 
 def test_each_replica_logs_with_its_pod_name(undisturbed_run):
@@ -78,22 +90,38 @@ def test_model_and_metrics_are_on_the_claim(undisturbed_run):
     assert metrics["world_size"] == 2 and metrics["dataset"] == "digits" and metrics["epochs"] == 5
     assert metrics["accuracy"] == metrics["history"][-1]["accuracy"]
     master_log = (run_dir / "logs/mnist-master-0.log").read_text()
-    assert f"epoch=5 accuracy={metrics['accuracy']:.4f} val_loss={metrics['val_loss']:.4f}" in master_log, \
+    assert f"epoch=5 accuracy={metrics['accuracy']:.4f} val_loss={metrics['val_loss']:.4f}" in master_log, (
         "metrics.json holds what the last evaluation printed"
+    )
     assert (model_dir / "mnist_cnn.pt").stat().st_size > 0
-    assert sorted((run_dir / RUN_SUBDIR / "checkpoints" / metrics["run_id"]).glob("checkpoint-*.pt")), \
+    assert sorted((run_dir / RUN_SUBDIR / "checkpoints" / metrics["run_id"]).glob("checkpoint-*.pt")), (
         "the run's checkpoints on the claim, under its id"
+    )
 
 
 def test_the_helm_test_check_passes_on_the_result(undisturbed_run, helm):
     """The chart's `helm test` pod, as rendered for the same values, run against what the job left
     on the claim: it finds this run's id in metrics.json."""
     _, _, run_dir = undisturbed_run
-    check = next(d for d in helm.render(WORKLOAD_CHART, set_values=UNDISTURBED) if d["kind"] == "Pod")["spec"]["containers"][0]
+    check = next(d for d in helm.render(WORKLOAD_CHART, set_values=UNDISTURBED) if d["kind"] == "Pod")["spec"][
+        "containers"
+    ][0]
     _, min_accuracy, _, run_id, world_size = check["args"]
     assert json.loads((run_dir / RUN_SUBDIR / "model/metrics.json").read_text())["run_id"] == run_id
-    result = subprocess.run([sys.executable, "-c", check["command"][2], str(run_dir / RUN_SUBDIR / "model"),
-                             min_accuracy, "1", run_id, world_size], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            check["command"][2],
+            str(run_dir / RUN_SUBDIR / "model"),
+            min_accuracy,
+            "1",
+            run_id,
+            world_size,
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "OK: accuracy" in result.stdout and f"world size {world_size};" in result.stdout
 
@@ -121,8 +149,9 @@ def test_master_killed_once_is_restarted_and_resumes(tmp_path, policy):
 def test_elastic_worker_group_restarted_by_torchrun_resumes(tmp_path):
     """A trainer process SIGKILLed under elastic torchrun: its agent restarts the worker group in
     the same pods (no pod restart), which joins a new rendezvous round and resumes."""
-    runner = start_runner(tmp_path, "--set", "training.epochs=4", "--set", "torchrun.enabled=true",
-                          "--set", "elasticPolicy.enabled=true")
+    runner = start_runner(
+        tmp_path, "--set", "training.epochs=4", "--set", "torchrun.enabled=true", "--set", "elasticPolicy.enabled=true"
+    )
     checkpoints = tmp_path / "mnist" / RUN_SUBDIR / "checkpoints"
     while not list(checkpoints.glob("*/checkpoint-*.pt")):
         assert runner.poll() is None, f"the job ended before its first checkpoint:\n{finish(runner)}"
@@ -141,7 +170,9 @@ def test_elastic_worker_group_restarted_by_torchrun_resumes(tmp_path):
 def test_elastic_job_survives_losing_a_pod_that_does_not_host_the_rendezvous(tmp_path):
     """On a cluster only worker-0, which the rendezvous endpoint names, serves torchrun's c10d store;
     here every pod is 127.0.0.1, and a store that landed in worker-1 went down with it for every pod."""
-    runner = start_runner(tmp_path, "-f", str(WORKLOAD_CHART / "ci/elastic-cpu-values.yaml"), "--set", "training.epochs=4")
+    runner = start_runner(
+        tmp_path, "-f", str(WORKLOAD_CHART / "ci/elastic-cpu-values.yaml"), "--set", "training.epochs=4"
+    )
     checkpoints = tmp_path / "mnist" / RUN_SUBDIR / "checkpoints"
     while not list(checkpoints.glob("*/checkpoint-*.pt")):
         assert runner.poll() is None, f"the job ended before its first checkpoint:\n{finish(runner)}"
@@ -155,13 +186,23 @@ def test_elastic_job_survives_losing_a_pod_that_does_not_host_the_rendezvous(tmp
 
 def test_divergence_fails_at_once_under_restart_policy_exit_code(tmp_path):
     """Every restart would diverge again: the trainer's permanent exit code ends the job without one."""
-    runner = start_runner(tmp_path, "--set", "restartPolicy=ExitCode", "--set-string", "training.lr=1e12",
-                          "--set", "training.momentum=0.9")
+    runner = start_runner(
+        tmp_path,
+        "--set",
+        "restartPolicy=ExitCode",
+        "--set-string",
+        "training.lr=1e12",
+        "--set",
+        "training.momentum=0.9",
+    )
     output = finish(runner)
     assert runner.returncode == 1, output
     assert "the model diverged. Lower --lr" in output
-    assert re.search(r"PyTorchJob mnist Failed: mnist-(master|worker)-0 exited with code 1 and restartPolicy "
-                     r"ExitCode does not restart it", output), output
+    assert re.search(
+        r"PyTorchJob mnist Failed: mnist-(master|worker)-0 exited with code 1 and restartPolicy "
+        r"ExitCode does not restart it",
+        output,
+    ), output
 
 
 def test_elastic_torchrun_setup_succeeds(tmp_path):
@@ -169,8 +210,11 @@ def test_elastic_torchrun_setup_succeeds(tmp_path):
     runner = start_runner(tmp_path, "-f", str(WORKLOAD_CHART / "ci/elastic-cpu-values.yaml"))
     output = finish(runner)
     assert runner.returncode == 0, output
-    assert re.search(r"mnist-worker-1: .*PET_RDZV_ENDPOINT=127\.0\.0\.1:\d+ PET_RDZV_BACKEND=c10d PET_NNODES=3:3 "
-                     r"PET_MAX_RESTARTS=3", output), output
+    assert re.search(
+        r"mnist-worker-1: .*PET_RDZV_ENDPOINT=127\.0\.0\.1:\d+ PET_RDZV_BACKEND=c10d PET_NNODES=3:3 "
+        r"PET_MAX_RESTARTS=3",
+        output,
+    ), output
     # The rendezvous, not the pod, decides which process is global rank 0.
     assert re.search(r"^\[mnist-(master|worker)-\d\] World Size: 3\. Rank: 0\.", output, re.MULTILINE), output
     assert "PyTorchJob mnist Succeeded" in output
@@ -179,6 +223,7 @@ def test_elastic_torchrun_setup_succeeds(tmp_path):
 def test_other_values_train_a_run_of_their_own_and_the_same_values_resume_theirs(tmp_path):
     """As when Argo CD replaces a finished job whose values changed in Git: the new values do not
     meet the finished run's checkpoints, which the trainer would refuse to resume."""
+
     def run(*values: str) -> str:
         runner = start_runner(tmp_path, "--set", "training.epochs=1", *values)
         output = finish(runner)

@@ -1,5 +1,6 @@
 """The runner's operator environment equals the training-operator v1 contract (the reference's
 §2 worked examples), for hand-written jobs and for the chart's own renderings."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,9 +10,14 @@ from tests.support.helm import one
 from tests.support.paths import WORKLOAD_CHART
 
 
-
-def job(workers: int | None = 1, nproc: str | None = None, elastic: dict | None = None, master: bool = True,
-        port: int | None = None, name: str = "mnist") -> dict:
+def job(
+    workers: int | None = 1,
+    nproc: str | None = None,
+    elastic: dict | None = None,
+    master: bool = True,
+    port: int | None = None,
+    name: str = "mnist",
+) -> dict:
     """A minimal PyTorchJob as the API server would store it (before operator defaulting)."""
     ports = [] if port is None else [{"name": "pytorchjob-port", "containerPort": port}]
     template = {"spec": {"containers": [{"name": "pytorch", "image": "trainer", "ports": ports}]}}
@@ -37,16 +43,35 @@ def env_of(pytorchjob: dict, replica_type: str, index: int) -> dict[str, str]:
 def test_one_master_one_worker():
     example = job(workers=1, nproc="1")
     master, worker = env_of(example, "Master", 0), env_of(example, "Worker", 0)
-    assert master == {"PYTHONUNBUFFERED": "1", "MASTER_PORT": "23456", "PET_MASTER_PORT": "23456",
-                      "MASTER_ADDR": "mnist-master-0", "PET_MASTER_ADDR": "mnist-master-0", "WORLD_SIZE": "2",
-                      "RANK": "0", "PET_NODE_RANK": "0", "PET_NPROC_PER_NODE": "1", "PET_NNODES": "2"}
+    assert master == {
+        "PYTHONUNBUFFERED": "1",
+        "MASTER_PORT": "23456",
+        "PET_MASTER_PORT": "23456",
+        "MASTER_ADDR": "mnist-master-0",
+        "PET_MASTER_ADDR": "mnist-master-0",
+        "WORLD_SIZE": "2",
+        "RANK": "0",
+        "PET_NODE_RANK": "0",
+        "PET_NPROC_PER_NODE": "1",
+        "PET_NNODES": "2",
+    }
     assert worker == {**master, "RANK": "1", "PET_NODE_RANK": "1"}
 
 
 def test_variables_come_in_the_operators_order():
     names = [name for name, _ in op.operator_env(job(), "Worker", 0)]
-    assert names == ["PYTHONUNBUFFERED", "MASTER_PORT", "PET_MASTER_PORT", "MASTER_ADDR", "PET_MASTER_ADDR",
-                     "WORLD_SIZE", "RANK", "PET_NODE_RANK", "PET_NPROC_PER_NODE", "PET_NNODES"]
+    assert names == [
+        "PYTHONUNBUFFERED",
+        "MASTER_PORT",
+        "PET_MASTER_PORT",
+        "MASTER_ADDR",
+        "PET_MASTER_ADDR",
+        "WORLD_SIZE",
+        "RANK",
+        "PET_NODE_RANK",
+        "PET_NPROC_PER_NODE",
+        "PET_NNODES",
+    ]
 
 
 def test_one_master_three_workers_with_four_processes_per_node():
@@ -66,9 +91,14 @@ def test_non_integer_nproc_counts_as_one(nproc, expected):
 
 
 def test_elastic_adds_rendezvous_variables_instead_of_a_plain_node_count():
-    example = job(workers=2, elastic={"maxRestarts": 3, "rdzvId": "run-1",
-                                      "rdzvConf": [{"key": "join_timeout", "value": "900"},
-                                                   {"key": "read_timeout", "value": "60"}]})
+    example = job(
+        workers=2,
+        elastic={
+            "maxRestarts": 3,
+            "rdzvId": "run-1",
+            "rdzvConf": [{"key": "join_timeout", "value": "900"}, {"key": "read_timeout", "value": "60"}],
+        },
+    )
     env = env_of(example, "Worker", 1)
     assert env["PET_RDZV_ENDPOINT"] == "mnist-worker-0:23456"
     assert env["PET_RDZV_BACKEND"] == "c10d"
@@ -80,8 +110,17 @@ def test_elastic_adds_rendezvous_variables_instead_of_a_plain_node_count():
 
 
 def test_elastic_min_max_host_port_and_deprecated_nproc():
-    example = job(workers=2, elastic={"minReplicas": 1, "rdzvHost": "rdzv", "rdzvPort": 29400,
-                                      "rdzvBackend": "etcd", "nProcPerNode": 2, "standalone": True})
+    example = job(
+        workers=2,
+        elastic={
+            "minReplicas": 1,
+            "rdzvHost": "rdzv",
+            "rdzvPort": 29400,
+            "rdzvBackend": "etcd",
+            "nProcPerNode": 2,
+            "standalone": True,
+        },
+    )
     env = env_of(example, "Master", 0)
     assert env["PET_RDZV_ENDPOINT"] == "rdzv:29400" and env["PET_RDZV_BACKEND"] == "etcd"
     assert env["PET_NNODES"] == "1:1", "a missing max is filled from min"
@@ -120,6 +159,7 @@ def test_pods_restart_policy_and_camel_cased_replica_types():
 
 
 # --- the chart's renderings -----------------------------------------------------------------------
+
 
 def chart_job(helm, **set_values) -> dict:
     return one(helm.render(WORKLOAD_CHART, set_values=set_values), "PyTorchJob")

@@ -1,4 +1,5 @@
 """The runner's restart and completion rules, with tiny Python processes standing in for replicas."""
+
 from __future__ import annotations
 
 import io
@@ -96,17 +97,26 @@ print(f"{result.state}: {result.reason}", flush=True)
 """
 
 
-def pod(tmp_path: Path, name: str, codes: str, replica_type: str = "Master", policy: str = "OnFailure",
-        extra: tuple[str, ...] = (), script: str = SCRIPT) -> LocalPod:
+def pod(
+    tmp_path: Path,
+    name: str,
+    codes: str,
+    replica_type: str = "Master",
+    policy: str = "OnFailure",
+    extra: tuple[str, ...] = (),
+    script: str = SCRIPT,
+) -> LocalPod:
     cwd = tmp_path / name
-    return LocalPod(name, replica_type, 0, (sys.executable, "-c", script, codes, *extra), {"PATH": "/usr/bin"}, (),
-                    cwd, policy, ())
+    return LocalPod(
+        name, replica_type, 0, (sys.executable, "-c", script, codes, *extra), {"PATH": "/usr/bin"}, (), cwd, policy, ()
+    )
 
 
 def run(tmp_path: Path, pods: list[LocalPod], backoff_limit: int | None = 3, grace_seconds: float = 0, **kwargs):
     out = io.StringIO()
-    result = JobRunner("job", pods, tmp_path / "run", backoff_limit=backoff_limit, grace_seconds=grace_seconds,
-                       out=out, **kwargs).run()
+    result = JobRunner(
+        "job", pods, tmp_path / "run", backoff_limit=backoff_limit, grace_seconds=grace_seconds, out=out, **kwargs
+    ).run()
     return result, out.getvalue()
 
 
@@ -125,7 +135,9 @@ def test_on_failure_restarts_until_success(tmp_path):
     assert result.state == "Succeeded" and result.restarts == 2
     assert attempts(tmp_path, "job-master-0") == 3
     assert "[job-master-0] attempt 2" in out
-    assert "job-master-0 exited with code 1; restarting it (restartPolicy OnFailure, job restart 1, backoffLimit 3)" in out
+    assert (
+        "job-master-0 exited with code 1; restarting it (restartPolicy OnFailure, job restart 1, backoffLimit 3)" in out
+    )
     assert (tmp_path / "run/logs/job-master-0.log").read_text() == "attempt 0\nattempt 1\nattempt 2\n"
 
 
@@ -154,8 +166,13 @@ def test_exit_code_policy_restarts_a_killed_replica_but_not_an_error(tmp_path):
 
 
 def test_never_fails_on_the_first_error(tmp_path):
-    result, _ = run(tmp_path, [pod(tmp_path, "job-master-0", "0", policy="OnFailure"),
-                               pod(tmp_path, "job-worker-0", "2,0", "Worker", policy="Never")])
+    result, _ = run(
+        tmp_path,
+        [
+            pod(tmp_path, "job-master-0", "0", policy="OnFailure"),
+            pod(tmp_path, "job-worker-0", "2,0", "Worker", policy="Never"),
+        ],
+    )
     assert result.state == "Failed" and "job-worker-0 exited with code 2" in result.reason
 
 
@@ -167,8 +184,11 @@ def test_master_success_decides_and_stragglers_are_stopped(tmp_path):
 
 def test_a_worker_that_exits_within_the_grace_period_keeps_its_exit_code(tmp_path):
     """The job is Succeeded once the Master is; a Worker ending within grace_seconds is reaped, not stopped."""
-    result, out = run(tmp_path, [pod(tmp_path, "job-master-0", "0"), pod(tmp_path, "job-worker-0", "in3s:3", "Worker")],
-                      grace_seconds=120)
+    result, out = run(
+        tmp_path,
+        [pod(tmp_path, "job-master-0", "0"), pod(tmp_path, "job-worker-0", "in3s:3", "Worker")],
+        grace_seconds=120,
+    )
     assert result.state == "Succeeded" and result.exit_codes == {"job-master-0": 0, "job-worker-0": 3}
     assert "waiting up to 120s for job-worker-0" in out and "still running" not in out
 
@@ -207,14 +227,28 @@ def test_only_a_recreated_pod_loses_its_empty_dirs(tmp_path, policy, kept):
     assert result.state == "Succeeded" and scratch.exists() == kept
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-                    reason="needs CPU affinity (Linux) and at least 2 CPUs")
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs CPU affinity (Linux) and at least 2 CPUs",
+)
 def test_each_pod_runs_on_its_own_cpus(tmp_path):
     first, second = sorted(os.sched_getaffinity(0))[:2]
     check = "import os, sys; sys.exit(0 if os.sched_getaffinity(0) == {%d} else 7)"
-    pods = [LocalPod(name, kind, 0, (sys.executable, "-c", check % cpu), {"PATH": "/usr/bin"}, (),
-                     tmp_path / name, "Never", (), (cpu,))
-            for name, kind, cpu in (("job-master-0", "Master", first), ("job-worker-0", "Worker", second))]
+    pods = [
+        LocalPod(
+            name,
+            kind,
+            0,
+            (sys.executable, "-c", check % cpu),
+            {"PATH": "/usr/bin"},
+            (),
+            tmp_path / name,
+            "Never",
+            (),
+            (cpu,),
+        )
+        for name, kind, cpu in (("job-master-0", "Master", first), ("job-worker-0", "Worker", second))
+    ]
     result, _ = run(tmp_path, pods)
     assert result.state == "Succeeded", result.reason
 
@@ -249,8 +283,13 @@ def stray_pids():
 def start_driver(tmp_path: Path, pods: list[LocalPod], stop_timeout: float, stray_pids: list[int]) -> subprocess.Popen:
     """The runner in its own process, once every pod wrote its "started" file."""
     (tmp_path / "pods.pickle").write_bytes(pickle.dumps(pods))
-    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path / "pods.pickle"), str(stop_timeout)],
-                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(tmp_path / "pods.pickle"), str(stop_timeout)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     started = [p.cwd / "started" for p in pods]
     wait_for(lambda: all(f.exists() and f.read_text() for f in started), "replica start")
     stray_pids += [int(f.read_text()) for f in started]
@@ -276,10 +315,14 @@ def test_replicas_are_stopped_against_one_shared_deadline(tmp_path, stray_pids):
     driver.send_signal(signal.SIGINT)
     stopping = time.monotonic()
     output, _ = driver.communicate(timeout=60)
-    assert all((p.cwd / "saw-all").exists() for p in pods), f"a replica was killed before the others got SIGTERM:\n{output}"
+    assert all((p.cwd / "saw-all").exists() for p in pods), (
+        f"a replica was killed before the others got SIGTERM:\n{output}"
+    )
     # Not a speed goal: one deadline for all ends after one stop timeout (5 s), a deadline each after
     # three (15 s); the bound sits between them with room for a loaded machine.
-    assert time.monotonic() - stopping < 2.5 * stop_timeout, f"the replicas' stop timeouts ran one after another:\n{output}"
+    assert time.monotonic() - stopping < 2.5 * stop_timeout, (
+        f"the replicas' stop timeouts ran one after another:\n{output}"
+    )
     assert not any(alive(pid) for pid in stray_pids)
 
 
@@ -301,8 +344,17 @@ def test_a_replica_that_cannot_start_does_not_leave_the_others_running(tmp_path,
             stray_pids.append(self.pid)
 
     monkeypatch.setattr(subprocess, "Popen", RecordedPopen)
-    unstartable = LocalPod("job-worker-0", "Worker", 0, (str(tmp_path / "no-such-command"),), {}, (),
-                           tmp_path / "job-worker-0", "Never", ())
+    unstartable = LocalPod(
+        "job-worker-0",
+        "Worker",
+        0,
+        (str(tmp_path / "no-such-command"),),
+        {},
+        (),
+        tmp_path / "job-worker-0",
+        "Never",
+        (),
+    )
     with pytest.raises(FileNotFoundError):
         run(tmp_path, [pod(tmp_path, "job-master-0", "sleep"), unstartable])
     assert len(stray_pids) == 1 and not alive(stray_pids[0]), "the Master, started first, was stopped"
@@ -314,8 +366,14 @@ def test_what_a_dead_replica_started_in_its_own_session_is_killed(tmp_path, stra
     """As torchrun's workers when torchrun is SIGKILLed: the Master succeeds only if the Worker's
     child is gone while the job still runs."""
     child_file = tmp_path / "job-worker-0/child"
-    result, out = run(tmp_path, [pod(tmp_path, "job-master-0", str(child_file), policy="Never", script=WATCHER),
-                                 pod(tmp_path, "job-worker-0", ending, "Worker", script=SPAWNER)], backoff_limit=None)
+    result, out = run(
+        tmp_path,
+        [
+            pod(tmp_path, "job-master-0", str(child_file), policy="Never", script=WATCHER),
+            pod(tmp_path, "job-worker-0", ending, "Worker", script=SPAWNER),
+        ],
+        backoff_limit=None,
+    )
     stray_pids.append(int(child_file.read_text()))
     assert result.state == "Succeeded", result.reason
     assert f"killed pid {stray_pids[0]} (python" in out and not alive(stray_pids[0])
@@ -349,7 +407,13 @@ class _InterruptOnce(io.StringIO):
 
 def test_ctrl_c_while_waiting_for_stragglers_keeps_the_job_succeeded(tmp_path):
     out = _InterruptOnce("waiting up to")
-    result = JobRunner("job", [pod(tmp_path, "job-master-0", "0"), pod(tmp_path, "job-worker-0", "sleep", "Worker")],
-                       tmp_path / "run", backoff_limit=3, grace_seconds=30, out=out).run()
+    result = JobRunner(
+        "job",
+        [pod(tmp_path, "job-master-0", "0"), pod(tmp_path, "job-worker-0", "sleep", "Worker")],
+        tmp_path / "run",
+        backoff_limit=3,
+        grace_seconds=30,
+        out=out,
+    ).run()
     assert "PyTorchJob job Succeeded; waiting up to 30s for job-worker-0 to exit" in out.getvalue()
     assert result.state == "Succeeded" and result.reason == "the Master succeeded"

@@ -7,6 +7,7 @@ that: types, required fields, enums, int-or-string, nullable, unknown fields (ex
 lists. CEL rules (`x-kubernetes-validations`) are not evaluated here; they need a real API
 server (the kind e2e).
 """
+
 from __future__ import annotations
 
 import copy
@@ -25,12 +26,11 @@ class CustomObjectInvalid(AssertionError):
     """A custom object does not match its CRD; the message lists every offending field path."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _render_pytorchjob_crd(helm: Helm, chart: str) -> dict:
     docs = helm.render(chart, release="training-operator", namespace="kubeflow")
     crds = [
-        d for d in docs
-        if d.get("kind") == "CustomResourceDefinition" and d["metadata"]["name"] == PYTORCHJOB_CRD_NAME
+        d for d in docs if d.get("kind") == "CustomResourceDefinition" and d["metadata"]["name"] == PYTORCHJOB_CRD_NAME
     ]
     assert len(crds) == 1, f"{chart} must render exactly one {PYTORCHJOB_CRD_NAME} CRD with default values"
     return crds[0]
@@ -66,9 +66,7 @@ def validate_custom_object(crd: dict, obj: dict) -> None:
             f"CRD {crd['metadata']['name']} ({spec['group']}, kind {spec['names']['kind']})"
         )
     validator = _strict_validator(served_schema(crd, version))
-    problems = sorted(
-        f"{_field_path(error.absolute_path)}: {error.message}" for error in validator.iter_errors(obj)
-    )
+    problems = sorted(f"{_field_path(error.absolute_path)}: {error.message}" for error in validator.iter_errors(obj))
     if problems:
         raise CustomObjectInvalid(f"{label} does not match CRD {crd['metadata']['name']}:\n  " + "\n  ".join(problems))
 

@@ -1,5 +1,6 @@
 """docker/Dockerfile read as stages and instructions, for tests that check what it promises without a build,
 and the revision label ci/build-image.sh gives what it builds."""
+
 from __future__ import annotations
 
 import re

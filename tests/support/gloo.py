@@ -1,8 +1,9 @@
 """Run test code as one rank of a real gloo process group, started by torch.multiprocessing.spawn."""
+
 from __future__ import annotations
 
 import datetime
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -23,8 +24,7 @@ def run_rank(rank: int, world: int, store_path, work: Callable[..., None], *args
     more before the group is destroyed: a DDP wrapper that outlives its group has aborted a rank
     at exit ("terminate called without an active exception", SIGABRT).
     """
-    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=world,
-                            timeout=TIMEOUT)
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=world, timeout=TIMEOUT)
     ctx = DistContext(rank, world, 0, 1, torch.device("cpu"), "gloo")
     work(ctx, *args)
     ctx.all_reduce_sum(torch.zeros(1))

@@ -1,4 +1,5 @@
 """Render charts with the real Helm binaries that `make tools` installs into .tools/bin."""
+
 from __future__ import annotations
 
 import os
@@ -83,10 +84,18 @@ def umbrella_chart(chart: Path, directory: Path) -> Path:
     meta = yaml.safe_load((chart / "Chart.yaml").read_text())
     parent = directory / "umbrella"
     (parent / "charts").mkdir(parents=True)
-    (parent / "Chart.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "v2", "name": "umbrella", "version": "0.1.0",
-        "dependencies": [{"name": meta["name"], "version": meta["version"], "condition": f"{meta['name']}.enabled"}],
-    }))
+    (parent / "Chart.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v2",
+                "name": "umbrella",
+                "version": "0.1.0",
+                "dependencies": [
+                    {"name": meta["name"], "version": meta["version"], "condition": f"{meta['name']}.enabled"}
+                ],
+            }
+        )
+    )
     shutil.copytree(chart, parent / "charts" / meta["name"])
     return parent
 

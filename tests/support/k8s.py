@@ -1,4 +1,5 @@
 """Offline validation of rendered manifests against Kubernetes' published JSON schemas."""
+
 from __future__ import annotations
 
 import re

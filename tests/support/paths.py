@@ -1,4 +1,5 @@
 """Where the tests find the repository and its two charts."""
+
 from __future__ import annotations
 
 from pathlib import Path

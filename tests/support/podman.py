@@ -1,4 +1,5 @@
 """The podman the image tests build, run and push with, configured by ci/podman/containers.conf."""
+
 from __future__ import annotations
 
 import os
@@ -14,7 +15,9 @@ def podman_env() -> dict[str, str]:
 
 
 def podman(*args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, env=podman_env(), check=check, timeout=timeout)
+    return subprocess.run(
+        ["podman", *args], capture_output=True, text=True, env=podman_env(), check=check, timeout=timeout
+    )
 
 
 def podman_unusable(rootful: bool) -> str | None:

@@ -2,6 +2,7 @@
 with their environment and a free port; scripts stopped at a timeout so that their traps still clean
 up; the processes below a launcher; waiting until a trainer trains; and the reaper (tests/conftest.py)
 that stops whatever a test left running."""
+
 from __future__ import annotations
 
 import os
@@ -10,15 +11,20 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from tests.support.paths import REPO
 
 # Inherited by every trainer process: deterministic single-threaded math, and no network
 # reachable through urllib (torchvision downloads fail at once instead of timing out).
-BASE_ENV = {"OMP_NUM_THREADS": "1", "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
-            "no_proxy": "", "NO_PROXY": ""}  # a no_proxy of the environment would bypass the dead proxy
+BASE_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "http_proxy": "http://127.0.0.1:9",
+    "https_proxy": "http://127.0.0.1:9",
+    "no_proxy": "",
+    "NO_PROXY": "",
+}  # a no_proxy of the environment would bypass the dead proxy
 
 
 # Every process spawn() started, so that the reaper (tests/conftest.py) stops what a test left running.
@@ -100,7 +106,9 @@ def _signal_group(proc: subprocess.Popen, signum: int) -> None:
         pass
 
 
-def run_stoppable(command: list[str], timeout: float, cleanup_seconds: float = 300, **kwargs) -> subprocess.CompletedProcess:
+def run_stoppable(
+    command: list[str], timeout: float, cleanup_seconds: float = 300, **kwargs
+) -> subprocess.CompletedProcess:
     """Run `command` to the end in a process group of its own. After `timeout` seconds (or Ctrl-C)
     the group gets SIGTERM, so that a script's EXIT trap still cleans up, where subprocess.run's
     SIGKILL would end the script alone and leave its children and files behind; SIGKILL follows
@@ -137,24 +145,43 @@ def trainer_env(**extra: str) -> dict[str, str]:
 
 def run_trainer(args: list[str], cwd: Path, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "trainer", *args], cwd=cwd, env=trainer_env(**env),
-        capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-m", "trainer", *args],
+        cwd=cwd,
+        env=trainer_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
-def start_pods(args: list[str], cwd: Path, world_size: int, port: int,
-               more_args: dict[int, list[str]] | None = None, ranks: list[int] | None = None) -> list[subprocess.Popen]:
+def start_pods(
+    args: list[str],
+    cwd: Path,
+    world_size: int,
+    port: int,
+    more_args: dict[int, list[str]] | None = None,
+    ranks: list[int] | None = None,
+) -> list[subprocess.Popen]:
     """One process per 'pod' with the operator's env contract (RANK = replica index); `more_args`
     adds flags for some ranks only; `ranks` starts only those (default: all)."""
     procs = []
     for rank in range(world_size) if ranks is None else ranks:
         log = open(cwd / f"rank{rank}.log", "ab")
-        procs.append(spawn(
-            [sys.executable, "-m", "trainer", *args, *(more_args or {}).get(rank, [])], cwd=cwd, stdout=log,
-            stderr=subprocess.STDOUT,
-            env=trainer_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world_size),
-                            RANK=str(rank), PYTHONUNBUFFERED="1"),
-        ))
+        procs.append(
+            spawn(
+                [sys.executable, "-m", "trainer", *args, *(more_args or {}).get(rank, [])],
+                cwd=cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=trainer_env(
+                    MASTER_ADDR="127.0.0.1",
+                    MASTER_PORT=str(port),
+                    WORLD_SIZE=str(world_size),
+                    RANK=str(rank),
+                    PYTHONUNBUFFERED="1",
+                ),
+            )
+        )
         log.close()
     return procs
 
@@ -183,5 +210,8 @@ def has_trained(log: Path) -> bool:
 
 def torchrun_workers(launcher_pid: int) -> list[int]:
     """The trainer processes a torchrun launcher has started (its children running `-m trainer`)."""
-    return [child for child in children(launcher_pid)
-            if b"trainer" in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")]
+    return [
+        child
+        for child in children(launcher_pid)
+        if b"trainer" in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+    ]

@@ -4,12 +4,20 @@ Follows the rules of kubernetes.io/docs/concepts/security/pod-security-standards
 restricted, latest version): returns human-readable violations instead of raising, so a test can
 show all of them at once.
 """
+
 from __future__ import annotations
 
 # Volume types the restricted profile allows.
 RESTRICTED_VOLUME_TYPES = {
-    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "image", "persistentVolumeClaim",
-    "projected", "secret",
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "image",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
 }
 SAFE_SECCOMP_TYPES = {"RuntimeDefault", "Localhost"}
 
@@ -28,16 +36,16 @@ def restricted_violations(pod_spec: dict, where: str = "pod") -> list[str]:
     if pod_sc.get("runAsUser") == 0:
         problems.append(f"{where}.securityContext.runAsUser: must not be 0")
     containers = [
-        (kind, c)
-        for kind in ("initContainers", "containers", "ephemeralContainers")
-        for c in pod_spec.get(kind) or []
+        (kind, c) for kind in ("initContainers", "containers", "ephemeralContainers") for c in pod_spec.get(kind) or []
     ]
     for kind, container in containers:
         problems += container_violations(container, pod_sc, f"{where}.{kind}[{container.get('name')}]")
     return problems
 
 
-def container_violations(container: dict, pod_security_context: dict | None = None, where: str = "container") -> list[str]:
+def container_violations(
+    container: dict, pod_security_context: dict | None = None, where: str = "container"
+) -> list[str]:
     """PSS "restricted" violations of one container, given the pod-level securityContext."""
     pod_sc = pod_security_context or {}
     sc = container.get("securityContext") or {}

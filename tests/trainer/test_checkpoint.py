@@ -8,8 +8,14 @@ from trainer.checkpoint import FORMAT_VERSION, REQUIRED_KEYS, CheckpointStore, I
 
 
 def _state(step):
-    return {"settings": {}, "model": {"w": torch.full((2,), float(step))}, "optimizer": {}, "world_size": 2,
-            **asdict(Progress(step=step, consumed=8 * step)), "rng": {"torch": torch.get_rng_state()}}
+    return {
+        "settings": {},
+        "model": {"w": torch.full((2,), float(step))},
+        "optimizer": {},
+        "world_size": 2,
+        **asdict(Progress(step=step, consumed=8 * step)),
+        "rng": {"torch": torch.get_rng_state()},
+    }
 
 
 def test_keeps_only_the_newest_k(tmp_path):
@@ -32,8 +38,9 @@ def _flip_a_byte_of_the_largest_member(path):
     with zipfile.ZipFile(path) as archive:
         member = max(archive.infolist(), key=lambda info: info.file_size)
     data = bytearray(path.read_bytes())
-    name_and_extra = int.from_bytes(data[member.header_offset + 26 : member.header_offset + 28], "little") + \
-        int.from_bytes(data[member.header_offset + 28 : member.header_offset + 30], "little")
+    name_and_extra = int.from_bytes(
+        data[member.header_offset + 26 : member.header_offset + 28], "little"
+    ) + int.from_bytes(data[member.header_offset + 28 : member.header_offset + 30], "little")
     data[member.header_offset + 30 + name_and_extra + member.file_size // 2] ^= 0xFF
     path.write_bytes(bytes(data))
 
@@ -127,8 +134,11 @@ def test_a_checkpoint_from_a_newer_trainer_is_refused_and_kept(tmp_path):
     store.save(_state(1), 1)
     newer = tmp_path / "checkpoint-000000002.pt"
     torch.save({**_state(2), "format": FORMAT_VERSION + 1}, newer)
-    with pytest.raises(IncompatibleCheckpoint, match=f"{newer} is a format-{FORMAT_VERSION + 1} checkpoint, from a "
-                                                     "newer trainer .* Run the image that wrote it"):
+    with pytest.raises(
+        IncompatibleCheckpoint,
+        match=f"{newer} is a format-{FORMAT_VERSION + 1} checkpoint, from a "
+        "newer trainer .* Run the image that wrote it",
+    ):
         store.load_latest()
     assert newer.exists(), "kept for the image that can resume from it"
 

@@ -1,4 +1,5 @@
 """Bad input fails fast with the flag and the fix; the CLI keeps the seed script's flags."""
+
 import functools
 import json
 import os
@@ -14,8 +15,17 @@ import pytest
 import torch
 
 from tests.support.gloo import ONE_RANK
-from tests.support.procs import (LONG_RUN, children, free_port, has_trained, run_trainer, start_pods, trainer_env,
-                                 wait_all, wait_until)
+from tests.support.procs import (
+    LONG_RUN,
+    children,
+    free_port,
+    has_trained,
+    run_trainer,
+    start_pods,
+    trainer_env,
+    wait_all,
+    wait_until,
+)
 from trainer import data as datasets
 from trainer.benchmark import write_idx_dataset
 from trainer.cli import build_parser, check_outputs_writable, parse_args, shared_settings
@@ -29,34 +39,50 @@ QUICK = ["--dataset", "synthetic", "--limit-train", "256", "--limit-test", "100"
 
 def test_seed_script_flags_and_defaults():
     args = build_parser().parse_args([])
-    assert (args.batch_size, args.test_batch_size, args.epochs, args.lr, args.momentum, args.seed,
-            args.log_interval, args.save_model, args.log_dir, args.no_cuda) == (
-        64, 1000, 1, 0.01, 0.5, 1, 10, False, "logs", False)
+    assert (
+        args.batch_size,
+        args.test_batch_size,
+        args.epochs,
+        args.lr,
+        args.momentum,
+        args.seed,
+        args.log_interval,
+        args.save_model,
+        args.log_dir,
+        args.no_cuda,
+    ) == (64, 1000, 1, 0.01, 0.5, 1, 10, False, "logs", False)
     args = build_parser().parse_args(["--epochs=3", "--dir", "tb", "--backend", "gloo", "--save-model", "--no-cuda"])
     assert (args.epochs, args.log_dir, args.backend, args.save_model, args.no_cuda) == (3, "tb", "gloo", True, True)
-    assert {build_parser().parse_args(["--backend", b]).backend for b in ("gloo", "nccl", "mpi")} == {"gloo", "nccl", "mpi"}
+    assert {build_parser().parse_args(["--backend", b]).backend for b in ("gloo", "nccl", "mpi")} == {
+        "gloo",
+        "nccl",
+        "mpi",
+    }
 
 
 def test_negative_seeds_stay_valid_as_in_the_seed_script():
     assert build_parser().parse_args(["--seed", "-1"]).seed == -1
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--batch-size", "0"], "--batch-size: must be a positive integer"),
-    (["--epochs", "-1"], "--epochs: must be a positive integer"),
-    (["--lr", "nan"], "--lr: must be a positive number"),
-    (["--momentum", "1.5"], "--momentum: must be in [0, 1)"),
-    (["--batch-size", "many"], "--batch-size: must be a positive integer, got 'many'"),
-    (["--weight-decay", "-1"], "--weight-decay: must be 0 or more"),
-    (["--dataset", "cifar10"], "--dataset: invalid choice"),
-    (["--backend", "tcp"], "--backend: invalid choice"),
-    (["--nesterov", "--momentum", "0"], "--nesterov needs --momentum > 0"),
-    (["--backend", "nccl", "--no-cuda"], "--backend nccl needs CUDA, which --no-cuda turns off"),
-    # Past these, torch fails later with an overflow and a traceback (exit 128, retried).
-    (["--seed", str(2**64 - 1)], "--seed: must be an integer from -9223372036854775808 to 9223372036854775807"),
-    (["--pg-timeout", "1e20"], "--pg-timeout: must be a positive number of seconds up to 2592000"),
-    (["--threads", "100000"], "--threads: must be from 0 to 1024, got '100000'"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--batch-size", "0"], "--batch-size: must be a positive integer"),
+        (["--epochs", "-1"], "--epochs: must be a positive integer"),
+        (["--lr", "nan"], "--lr: must be a positive number"),
+        (["--momentum", "1.5"], "--momentum: must be in [0, 1)"),
+        (["--batch-size", "many"], "--batch-size: must be a positive integer, got 'many'"),
+        (["--weight-decay", "-1"], "--weight-decay: must be 0 or more"),
+        (["--dataset", "cifar10"], "--dataset: invalid choice"),
+        (["--backend", "tcp"], "--backend: invalid choice"),
+        (["--nesterov", "--momentum", "0"], "--nesterov needs --momentum > 0"),
+        (["--backend", "nccl", "--no-cuda"], "--backend nccl needs CUDA, which --no-cuda turns off"),
+        # Past these, torch fails later with an overflow and a traceback (exit 128, retried).
+        (["--seed", str(2**64 - 1)], "--seed: must be an integer from -9223372036854775808 to 9223372036854775807"),
+        (["--pg-timeout", "1e20"], "--pg-timeout: must be a positive number of seconds up to 2592000"),
+        (["--threads", "100000"], "--threads: must be from 0 to 1024, got '100000'"),
+    ],
+)
 def test_invalid_flags_exit_2_naming_the_flag(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         parse_args(argv)
@@ -64,8 +90,10 @@ def test_invalid_flags_exit_2_naming_the_flag(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag,named", [("--output-dir", "--output-dir"), ("--checkpoint-dir", "--checkpoint-dir"),
-                                        ("--dir", "--dir/--log-dir")])
+@pytest.mark.parametrize(
+    "flag,named",
+    [("--output-dir", "--output-dir"), ("--checkpoint-dir", "--checkpoint-dir"), ("--dir", "--dir/--log-dir")],
+)
 def test_unwritable_directories_fail_before_training(tmp_path, flag, named):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
@@ -104,11 +132,29 @@ def test_save_model_into_an_unwritable_current_directory_fails_before_training(t
 
 def test_resumed_runs_keep_their_dataset_whichever_downloads_work(tmp_path):
     """End to end: a run that fell back to digits resumes on digits once MNIST's files are there."""
-    common = ["--dataset", "mnist", "--fallback-dataset", "digits", "--limit-train", "256", "--limit-test", "100",
-              "--threads", "1", "--dir", "", "--checkpoint-dir", "ckpt", "--checkpoint-every", "2"]
+    common = [
+        "--dataset",
+        "mnist",
+        "--fallback-dataset",
+        "digits",
+        "--limit-train",
+        "256",
+        "--limit-test",
+        "100",
+        "--threads",
+        "1",
+        "--dir",
+        "",
+        "--checkpoint-dir",
+        "ckpt",
+        "--checkpoint-every",
+        "2",
+    ]
     first = run_trainer([*common, "--data-dir", "empty", "--epochs", "1"], cwd=tmp_path)
     assert first.returncode == 0 and "Training on digits instead" in first.stdout, first.stderr
-    write_idx_dataset(tmp_path / "data", datasets.load("synthetic", tmp_path, download=False).limited(256, 100), "mnist")
+    write_idx_dataset(
+        tmp_path / "data", datasets.load("synthetic", tmp_path, download=False).limited(256, 100), "mnist"
+    )
     again = run_trainer([*common, "--data-dir", "data", "--epochs", "2"], cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "The run being resumed trained on digits (--fallback-dataset), so it goes on with it." in again.stdout
@@ -116,16 +162,19 @@ def test_resumed_runs_keep_their_dataset_whichever_downloads_work(tmp_path):
 
 
 def test_diverging_loss_stops_the_job_with_a_message(tmp_path):
-    result = run_trainer([*QUICK, "--lr", "1e12", "--momentum", "0.9", "--log-interval", "1",
-                          "--dir", "", "--output-dir", "out"], cwd=tmp_path)
+    result = run_trainer(
+        [*QUICK, "--lr", "1e12", "--momentum", "0.9", "--log-interval", "1", "--dir", "", "--output-dir", "out"],
+        cwd=tmp_path,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "the model diverged. Lower --lr" in result.stderr
     assert not (tmp_path / "out" / "mnist_cnn.pt").exists()
 
 
 def test_divergence_in_the_last_step_before_evaluation_stops_the_job_with_a_message(tmp_path):
-    result = run_trainer([*QUICK, "--limit-train", "64", "--lr", "1e30", "--dir", "", "--output-dir", "out"],
-                         cwd=tmp_path)
+    result = run_trainer(
+        [*QUICK, "--limit-train", "64", "--lr", "1e30", "--dir", "", "--output-dir", "out"], cwd=tmp_path
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "error: test loss became nan after epoch 1; the model diverged. Lower --lr" in result.stderr
     assert "Traceback" not in result.stderr
@@ -151,8 +200,9 @@ def test_freed_memory_is_retained_only_once_the_data_is_loaded(tmp_path, monkeyp
 def test_the_saved_model_takes_raw_pixels_as_the_seeds_did(tmp_path):
     """Users' seed-era code feeds ToTensor() pixels in [0, 1]; the trainer normalizes them, so the
     saved model must carry that normalization (the reported accuracy, on raw pixels)."""
-    result = run_trainer(["--dataset", "digits", "--epochs", "2", "--threads", "1", "--dir", "", "--output-dir", "out"],
-                         cwd=tmp_path)
+    result = run_trainer(
+        ["--dataset", "digits", "--epochs", "2", "--threads", "1", "--dir", "", "--output-dir", "out"], cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     digits = datasets.load("digits", tmp_path, download=False)
     pixels = digits.test_images * digits.pixel_std + digits.pixel_mean
@@ -206,7 +256,9 @@ def tiny_volume(tmp_path):
     """A real 1 MiB filesystem, too small for one checkpoint (about 3.5 MB)."""
     volume = tmp_path / "volume"
     volume.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(volume)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(volume)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"mounting a tmpfs needs root with CAP_SYS_ADMIN: {mounted.stderr.strip()}")
     yield volume
@@ -229,13 +281,17 @@ def test_a_full_checkpoint_volume_fails_the_job_for_good(tmp_path, tiny_volume):
     assert result.returncode == 1, result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: no space left on the volume of {tiny_volume} to write checkpoint-000000004.pt (No space left on "
-        "device). Free space there or give the volume more, then restart the job."), "the epoch end's, step 4"
+        "device). Free space there or give the volume more, then restart the job."
+    ), "the epoch end's, step 4"
     assert not list(tiny_volume.iterdir()), "the partial write is removed"
 
 
 def test_a_full_checkpoint_volume_stops_every_rank_alike(tmp_path, tiny_volume):
-    codes = wait_all(start_pods([*QUICK, "--dir", "", "--checkpoint-dir", str(tiny_volume)], tmp_path,
-                                world_size=2, port=free_port()))
+    codes = wait_all(
+        start_pods(
+            [*QUICK, "--dir", "", "--checkpoint-dir", str(tiny_volume)], tmp_path, world_size=2, port=free_port()
+        )
+    )
     logs = [(tmp_path / f"rank{rank}.log").read_text() for rank in (0, 1)]
     assert codes == [1, 1], logs
     assert f"error: rank 0 could not write: no space left on the volume of {tiny_volume}" in logs[1], logs[1]
@@ -245,8 +301,21 @@ def test_events_that_find_the_volume_full_mid_epoch_stop_every_rank_at_the_next_
     """Events reach the file in 8 KB blocks: 256 scalars in the epoch's 128 steps (--log-interval 1) fill
     one before its end, and only the epoch-end checkpoint is an agreement of every rank."""
     events = full_volume / "tensorboard"
-    run = [*QUICK, "--limit-train", "4096", "--batch-size", "16", "--log-interval", "1", "--dir", str(events),
-           "--checkpoint-dir", str(tmp_path / "checkpoints"), "--checkpoint-every", "0"]
+    run = [
+        *QUICK,
+        "--limit-train",
+        "4096",
+        "--batch-size",
+        "16",
+        "--log-interval",
+        "1",
+        "--dir",
+        str(events),
+        "--checkpoint-dir",
+        str(tmp_path / "checkpoints"),
+        "--checkpoint-every",
+        "0",
+    ]
     codes = wait_all(start_pods(run, tmp_path, world_size=2, port=free_port()))
     logs = [(tmp_path / f"rank{rank}.log").read_text() for rank in (0, 1)]
     assert codes == [1, 1], logs
@@ -258,12 +327,14 @@ def test_events_that_find_the_volume_full_mid_epoch_stop_every_rank_at_the_next_
 def test_a_full_volume_under_the_tensorboard_events_fails_the_job_for_good(tmp_path, full_volume):
     """The chart puts the events beside the checkpoints; they are flushed before each checkpoint."""
     events = full_volume / "tensorboard"
-    result = run_trainer([*QUICK, "--dir", str(events), "--checkpoint-dir", str(full_volume / "checkpoints")],
-                         cwd=tmp_path)
+    result = run_trainer(
+        [*QUICK, "--dir", str(events), "--checkpoint-dir", str(full_volume / "checkpoints")], cwd=tmp_path
+    )
     assert result.returncode == 1, result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: no space left on the volume of {events} to write TensorBoard events (No space left on device). "
-        "Free space there or give the volume more, then restart the job.")
+        "Free space there or give the volume more, then restart the job."
+    )
 
 
 def test_a_master_whose_last_events_find_the_volume_full_stops_every_rank_alike(tmp_path, full_volume):
@@ -300,13 +371,20 @@ def test_an_unreachable_master_is_named_in_one_line_and_retried(tmp_path):
     """No Master listens (a wrong MASTER_ADDR/PORT, or its pod not started): exit 128, which
     restartPolicy ExitCode retries, with the address in the last line rather than a C++ traceback."""
     port = free_port()
-    result = run_trainer([*QUICK, "--dir", "", "--startup-timeout", "10", "--pg-timeout", "2"], cwd=tmp_path,
-                         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK="1")
+    result = run_trainer(
+        [*QUICK, "--dir", "", "--startup-timeout", "10", "--pg-timeout", "2"],
+        cwd=tmp_path,
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        WORLD_SIZE="2",
+        RANK="1",
+    )
     assert result.returncode == 128, result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(
         f"error: rank 1 of 2 could not meet the others at MASTER_ADDR=127.0.0.1 MASTER_PORT={port} (waiting up "
-        "to 10 s, the longer of --startup-timeout and --pg-timeout; gave up after "), last
+        "to 10 s, the longer of --startup-timeout and --pg-timeout; gave up after "
+    ), last
     assert "Traceback" not in result.stderr
     # A TCPStore client alone checks its timeout only between tries that may each take that long.
     waited = int(re.search(r"gave up after (\d+) s", last).group(1))
@@ -321,8 +399,21 @@ def test_a_fallback_is_accepted_beside_a_dataset_that_never_needs_it():
 
 
 def test_fallback_dataset_is_announced_first(tmp_path):
-    result = run_trainer(["--data-dir", "d", "--fallback-dataset", "synthetic", "--limit-train", "128",
-                          "--limit-test", "64", "--dir", ""], cwd=tmp_path)
+    result = run_trainer(
+        [
+            "--data-dir",
+            "d",
+            "--fallback-dataset",
+            "synthetic",
+            "--limit-train",
+            "128",
+            "--limit-test",
+            "64",
+            "--dir",
+            "",
+        ],
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     announce = next(i for i, line in enumerate(lines) if "Training on synthetic instead" in line)
@@ -348,10 +439,18 @@ def test_compile_without_a_compiler_stops_before_training(tmp_path):
 
 def test_bf16_without_bf16_hardware_stops_before_training(tmp_path):
     # Whatever this machine has, the trainer is told its CPU has no bf16 hardware (as AVX2 CPUs have none).
-    no_bf16 = ("import sys, trainer.cli as cli, trainer.runtime as runtime; runtime.native_bf16 = lambda device: False; "
-               "sys.exit(cli.main(sys.argv[1:]))")
-    result = subprocess.run([sys.executable, "-c", no_bf16, *QUICK, "--precision", "bf16", "--dir", ""], cwd=tmp_path,
-                            env=trainer_env(), capture_output=True, text=True, timeout=300)
+    no_bf16 = (
+        "import sys, trainer.cli as cli, trainer.runtime as runtime; runtime.native_bf16 = lambda device: False; "
+        "sys.exit(cli.main(sys.argv[1:]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", no_bf16, *QUICK, "--precision", "bf16", "--dir", ""],
+        cwd=tmp_path,
+        env=trainer_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 1, result.stderr[-3000:]
     assert "--precision bf16 needs bf16 hardware, which this node's CPU lacks" in result.stderr
     assert "Use --precision auto or fp32" in result.stderr
@@ -380,7 +479,9 @@ def test_restart_resumes_only_a_run_with_the_same_settings(tmp_path):
     assert again.returncode == 0, again.stderr
     assert "That run has finished its 1 epoch (accuracy 0." in again.stdout
     # Evaluated again, in the lines Katib reads, and only those say accuracy=.
-    assert again.stdout.count("accuracy=") == 1 and re.search(r"^epoch=1 accuracy=0\.\d{4} ", again.stdout, re.MULTILINE)
+    assert again.stdout.count("accuracy=") == 1 and re.search(
+        r"^epoch=1 accuracy=0\.\d{4} ", again.stdout, re.MULTILINE
+    )
     assert "nothing is left to train; a run with more --epochs on this --checkpoint-dir trains on" in again.stdout
     assert "Train Epoch" not in again.stdout
 
@@ -393,15 +494,22 @@ def test_restart_resumes_only_a_run_with_the_same_settings(tmp_path):
     killed_save.write_bytes(b"half a checkpoint")
     longer = run_trainer([*QUICK, "--dir", "", "--checkpoint-dir", "ckpt", "--epochs", "2"], cwd=tmp_path)
     assert longer.returncode == 0, longer.stderr
-    assert re.search(r"Resumed from ckpt/checkpoint-\d+\.pt \(step \d+, the end of epoch 1\)", longer.stdout), longer.stdout
+    assert re.search(r"Resumed from ckpt/checkpoint-\d+\.pt \(step \d+, the end of epoch 1\)", longer.stdout), (
+        longer.stdout
+    )
     assert "Train Epoch: 2 " in longer.stdout
     assert not killed_save.exists()
 
 
 @functools.cache
 def _pid_namespaces_work() -> bool:
-    return shutil.which("unshare") is not None and subprocess.run(
-        ["unshare", "--user", "--map-root-user", "--pid", "--fork", "true"], capture_output=True).returncode == 0
+    return (
+        shutil.which("unshare") is not None
+        and subprocess.run(
+            ["unshare", "--user", "--map-root-user", "--pid", "--fork", "true"], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 def _listening(port: int) -> bool:
@@ -430,15 +538,23 @@ def test_sigterm_stops_the_trainer_with_143(tmp_path, as_pid_1, stopped_in):
         env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2", "RANK": "0"}
     log = tmp_path / "trainer.log"
     with open(log, "w") as out:
-        started = subprocess.Popen([*prefix, sys.executable, "-m", "trainer", *LONG_RUN], cwd=tmp_path,
-                                   env=trainer_env(PYTHONUNBUFFERED="1", **env), stdout=out, stderr=subprocess.STDOUT)
+        started = subprocess.Popen(
+            [*prefix, sys.executable, "-m", "trainer", *LONG_RUN],
+            cwd=tmp_path,
+            env=trainer_env(PYTHONUNBUFFERED="1", **env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_until(lambda: has_trained(log) if stopped_in == "training" else _listening(port), started, log)
         trainer_pid = started.pid
         if as_pid_1:  # unshare's child, PID 1 in its namespace
             (trainer_pid,) = children(started.pid)
-            (ns_pids,) = [line for line in Path(f"/proc/{trainer_pid}/status").read_text().splitlines()
-                          if line.startswith("NSpid:")]
+            (ns_pids,) = [
+                line
+                for line in Path(f"/proc/{trainer_pid}/status").read_text().splitlines()
+                if line.startswith("NSpid:")
+            ]
             assert ns_pids.split()[-1] == "1", ns_pids
         os.kill(trainer_pid, signal.SIGTERM)
         assert started.wait(timeout=60) == 128 + signal.SIGTERM, log.read_text()

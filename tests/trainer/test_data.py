@@ -34,8 +34,9 @@ def test_ranks_consume_a_prefix_and_a_resume_shards_the_rest_at_any_world_size()
     # Resuming at the same world size continues each rank's own shard.
     for r in range(3):
         unbroken = data.epoch_shard(n, seed, epoch=1, rank=r, world_size=3)
-        assert torch.equal(data.epoch_shard(n, seed, epoch=1, rank=r, world_size=3, start=consumed),
-                           unbroken[2 * batch :])
+        assert torch.equal(
+            data.epoch_shard(n, seed, epoch=1, rank=r, world_size=3, start=consumed), unbroken[2 * batch :]
+        )
 
 
 @pytest.mark.parametrize("n, world", [(10_000, 1), (10_000, 2), (10_000, 3), (10_000, 7), (1, 3), (2, 5)])
@@ -72,7 +73,7 @@ def test_missing_files_name_the_directory_and_the_four_files(tmp_path):
 
 def _damage_by_truncating(path):
     content = path.read_bytes()
-    path.write_bytes(content[:len(content) // 2])
+    path.write_bytes(content[: len(content) // 2])
 
 
 def _damage_by_emptying(path):
@@ -83,9 +84,14 @@ def _damage_with_an_error_page(path):
     path.write_bytes(b"<html><body>502 Bad Gateway</body></html>")
 
 
-@pytest.mark.parametrize("damage, file", [(_damage_by_truncating, "train-images-idx3-ubyte"),
-                                          (_damage_by_emptying, "t10k-labels-idx1-ubyte"),
-                                          (_damage_with_an_error_page, "train-images-idx3-ubyte")])
+@pytest.mark.parametrize(
+    "damage, file",
+    [
+        (_damage_by_truncating, "train-images-idx3-ubyte"),
+        (_damage_by_emptying, "t10k-labels-idx1-ubyte"),
+        (_damage_with_an_error_page, "train-images-idx3-ubyte"),
+    ],
+)
 def test_damaged_files_are_named_as_unreadable_with_the_fix(tmp_path, damage, file):
     """torchvision takes files as present by name; a truncated one must not read as "not found" or a traceback."""
     write_idx_dataset(tmp_path, data.load("synthetic", tmp_path, download=False).limited(50, 20))
@@ -113,8 +119,9 @@ except data.DatasetUnavailable as error:
 
 def test_a_stalled_download_fails_with_the_reason_instead_of_hanging(tmp_path):
     env = {k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
-    result = subprocess.run([sys.executable, "-c", STALLED_DOWNLOAD, str(tmp_path)], env=env,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", STALLED_DOWNLOAD, str(tmp_path)], env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert "could not be downloaded" in result.stdout and "timed out" in result.stdout, result.stdout
 
@@ -131,7 +138,9 @@ def test_limited_takes_the_first_samples():
     """The same samples on every run and every rank, images and labels cut alike."""
     full = data.load("synthetic", "unused", download=False)
     ds = full.limited(100, 30)
-    assert torch.equal(ds.train_images, full.train_images[:100]) and torch.equal(ds.train_labels, full.train_labels[:100])
+    assert torch.equal(ds.train_images, full.train_images[:100]) and torch.equal(
+        ds.train_labels, full.train_labels[:100]
+    )
     assert torch.equal(ds.test_images, full.test_images[:30]) and torch.equal(ds.test_labels, full.test_labels[:30])
 
 
@@ -154,16 +163,20 @@ class _TurnRecorder:
 
     def load_in_turns(self, monkeypatch, fallback=None, resumed_name=None):
         monkeypatch.setattr(data, "load", self.load)
-        return data.load_in_turns(self, "mnist", "data", fallback=fallback, resumed_name=resumed_name,
-                                  info=self.said.append)
+        return data.load_in_turns(
+            self, "mnist", "data", fallback=fallback, resumed_name=resumed_name, info=self.said.append
+        )
 
 
-@pytest.mark.parametrize("rank,local_rank,expected", [
-    (0, 0, ["download", "wait", "wait"]),  # first, alone: pods may share one volume
-    (1, 1, ["wait", "wait", "read"]),
-    (2, 0, ["wait", "download", "wait"]),  # then one process per other pod, for a volume of its own
-    (3, 1, ["wait", "wait", "read"]),
-])
+@pytest.mark.parametrize(
+    "rank,local_rank,expected",
+    [
+        (0, 0, ["download", "wait", "wait"]),  # first, alone: pods may share one volume
+        (1, 1, ["wait", "wait", "read"]),
+        (2, 0, ["wait", "download", "wait"]),  # then one process per other pod, for a volume of its own
+        (3, 1, ["wait", "wait", "read"]),
+    ],
+)
 def test_datasets_download_in_turns_rank_zero_first_then_one_process_per_pod(monkeypatch, rank, local_rank, expected):
     ranked = _TurnRecorder(rank, local_rank)
     assert ranked.load_in_turns(monkeypatch) == "mnist"
@@ -174,8 +187,10 @@ def test_a_failed_download_on_rank_zero_sends_every_rank_to_the_fallback_at_the_
     ranked = _TurnRecorder(rank=2, local_rank=0, peers_succeed=False)
     assert ranked.load_in_turns(monkeypatch, fallback="digits") == "digits"
     assert ranked.events == ["wait", "read"], "no download of its own, no second wait for a turn"
-    assert ranked.said == ["mnist could not be prepared on a peer pod; see its log",
-                           "Training on digits instead (--fallback-dataset)."]
+    assert ranked.said == [
+        "mnist could not be prepared on a peer pod; see its log",
+        "Training on digits instead (--fallback-dataset).",
+    ]
 
 
 def test_a_run_resumed_on_the_fallback_goes_on_with_it_without_a_download(monkeypatch):
@@ -188,6 +203,7 @@ def test_a_run_resumed_on_the_fallback_goes_on_with_it_without_a_download(monkey
 def test_a_run_resumed_on_its_dataset_does_not_fall_back_when_the_download_fails(monkeypatch):
     """It fails as a missing dataset does, where a fresh run would take the fallback."""
     ranked = _TurnRecorder(rank=2, local_rank=0, peers_succeed=False)
-    with pytest.raises(data.DatasetUnavailable, match="The run being resumed trained on mnist, so it does not "
-                                                      "fall back to digits"):
+    with pytest.raises(
+        data.DatasetUnavailable, match="The run being resumed trained on mnist, so it does not fall back to digits"
+    ):
         ranked.load_in_turns(monkeypatch, fallback="digits", resumed_name="mnist")

@@ -1,4 +1,5 @@
 """Real multi-process gloo runs: the operator's env contract, torchrun, kill-and-resume."""
+
 import gc
 import json
 import os
@@ -16,17 +17,30 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
 from tests.support.procs import free_port, run_trainer, start_pods, trainer_env, wait_all
+from trainer import cli
 from trainer.benchmark import write_idx_dataset
 from trainer.checkpoint import FORMAT_VERSION
-from trainer import cli
 from trainer.data import load
 from trainer.runtime import native_bf16
 
 pytestmark = pytest.mark.slow
 
-SMALL = ["--dataset", "synthetic", "--limit-train", "2048", "--limit-test", "500", "--threads", "1",
-         "--lr", "0.05", "--momentum", "0.9",
-         "--pg-timeout", "60"]
+SMALL = [
+    "--dataset",
+    "synthetic",
+    "--limit-train",
+    "2048",
+    "--limit-test",
+    "500",
+    "--threads",
+    "1",
+    "--lr",
+    "0.05",
+    "--momentum",
+    "0.9",
+    "--pg-timeout",
+    "60",
+]
 
 
 def _losses(log: str) -> list[float]:
@@ -79,12 +93,19 @@ def test_two_pods_with_the_operator_contract(tmp_path):
     assert "Train Epoch" not in (tmp_path / "rank1.log").read_text()
 
 
-@pytest.mark.parametrize("worker_flags, difference", [
-    # Silently wrong: each rank would shard its own permutation and the weights drift apart.
-    (["--seed", "2", "--lr", "0.1"], "--lr is 0.05 on rank 0 but 0.1 on rank 1; --seed is 1 on rank 0 but 2 on rank 1"),
-    # A hang until --pg-timeout: only the ranks with a checkpoint directory take its collectives.
-    (["--checkpoint-dir", "checkpoints"], "--checkpoint-dir is not given on rank 0 but given on rank 1"),
-], ids=["training", "collectives"])
+@pytest.mark.parametrize(
+    "worker_flags, difference",
+    [
+        # Silently wrong: each rank would shard its own permutation and the weights drift apart.
+        (
+            ["--seed", "2", "--lr", "0.1"],
+            "--lr is 0.05 on rank 0 but 0.1 on rank 1; --seed is 1 on rank 0 but 2 on rank 1",
+        ),
+        # A hang until --pg-timeout: only the ranks with a checkpoint directory take its collectives.
+        (["--checkpoint-dir", "checkpoints"], "--checkpoint-dir is not given on rank 0 but given on rank 1"),
+    ],
+    ids=["training", "collectives"],
+)
 def test_pods_started_with_different_flags_are_refused_on_every_rank(tmp_path, worker_flags, difference):
     started = time.monotonic()
     pods = start_pods([*SMALL, "--dir", ""], tmp_path, world_size=2, port=free_port(), more_args={1: worker_flags})
@@ -114,8 +135,13 @@ def test_a_master_that_cannot_write_its_outputs_stops_every_rank_at_once(tmp_pat
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     started = time.monotonic()
-    pods = start_pods([*SMALL, "--dir", ""], tmp_path, world_size=2, port=free_port(),
-                      more_args={0: ["--output-dir", str(blocker / "out")]})
+    pods = start_pods(
+        [*SMALL, "--dir", ""],
+        tmp_path,
+        world_size=2,
+        port=free_port(),
+        more_args={0: ["--output-dir", str(blocker / "out")]},
+    )
     codes = wait_all(pods)
     logs = [(tmp_path / f"rank{rank}.log").read_text() for rank in (0, 1)]
     assert codes == [1, 1], logs
@@ -157,13 +183,31 @@ def test_a_checkpoint_from_a_newer_trainer_stops_every_rank_with_the_reason(tmp_
     logs = [(tmp_path / f"rank{rank}.log").read_text() for rank in (0, 1)]
     assert codes == [1, 1], logs
     for log in logs:
-        assert f"error: {newer.relative_to(tmp_path)} is a format-{FORMAT_VERSION + 1} checkpoint, from a newer" in log, log
+        assert (
+            f"error: {newer.relative_to(tmp_path)} is a format-{FORMAT_VERSION + 1} checkpoint, from a newer" in log
+        ), log
 
 
 def test_two_pods_fall_back_together_when_the_dataset_cannot_be_downloaded(tmp_path):
     """The ranks agree on the fallback: one that went its own way would end the other's collectives."""
-    args = ["--dataset", "mnist", "--data-dir", "empty", "--fallback-dataset", "digits", "--epochs", "1",
-            "--threads", "1", "--output-dir", "out", "--dir", "", "--pg-timeout", "60"]
+    args = [
+        "--dataset",
+        "mnist",
+        "--data-dir",
+        "empty",
+        "--fallback-dataset",
+        "digits",
+        "--epochs",
+        "1",
+        "--threads",
+        "1",
+        "--output-dir",
+        "out",
+        "--dir",
+        "",
+        "--pg-timeout",
+        "60",
+    ]
     codes = wait_all(start_pods(args, tmp_path, world_size=2, port=free_port()))
     assert codes == [0, 0], (tmp_path / "rank0.log").read_text() + (tmp_path / "rank1.log").read_text()
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
@@ -174,37 +218,83 @@ def test_two_pods_share_a_torchvision_dataset_directory(tmp_path):
     """Rank 0 fetches first, then the other pod finds the files: both train on MNIST."""
     write_idx_dataset(tmp_path / "shared", load("synthetic", tmp_path, download=False).limited(512, 100), "mnist")
     args = ["--dataset", "mnist", "--data-dir", "shared", "--threads", "1", "--output-dir", "out", "--dir", ""]
-    assert wait_all(start_pods(args, tmp_path, world_size=2, port=free_port())) == [0, 0], \
-        (tmp_path / "rank0.log").read_text() + (tmp_path / "rank1.log").read_text()
+    assert wait_all(start_pods(args, tmp_path, world_size=2, port=free_port())) == [0, 0], (
+        tmp_path / "rank0.log"
+    ).read_text() + (tmp_path / "rank1.log").read_text()
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert (metrics["dataset"], metrics["test_samples"]) == ("mnist", 100)
 
 
 def test_torchrun_two_processes(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
-         str(free_port()), "-m", "trainer", *SMALL, "--output-dir", "out", "--dir", ""],
-        cwd=tmp_path, env=trainer_env(), capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            str(free_port()),
+            "-m",
+            "trainer",
+            *SMALL,
+            "--output-dir",
+            "out",
+            "--dir",
+            "",
+        ],
+        cwd=tmp_path,
+        env=trainer_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "World Size: 2. Rank: 0" in result.stdout
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["world_size"] == 2
 
 
-@pytest.mark.parametrize("precision", [
-    "fp32",
-    pytest.param("bf16", marks=pytest.mark.skipif(not native_bf16(torch.device("cpu")),
-                                                  reason="--precision bf16 needs an x86 CPU with AVX512_BF16")),
-])
+@pytest.mark.parametrize(
+    "precision",
+    [
+        "fp32",
+        pytest.param(
+            "bf16",
+            marks=pytest.mark.skipif(
+                not native_bf16(torch.device("cpu")), reason="--precision bf16 needs an x86 CPU with AVX512_BF16"
+            ),
+        ),
+    ],
+)
 def test_killed_rank_resumes_to_the_same_weights(tmp_path, precision):
-    args = [*SMALL, "--precision", precision, "--limit-train", "8192", "--epochs", "2", "--checkpoint-every", "16",
-            "--checkpoint-dir", "ckpt", "--output-dir", "out", "--dir", "", "--log-interval", "100"]
+    args = [
+        *SMALL,
+        "--precision",
+        precision,
+        "--limit-train",
+        "8192",
+        "--epochs",
+        "2",
+        "--checkpoint-every",
+        "16",
+        "--checkpoint-dir",
+        "ckpt",
+        "--output-dir",
+        "out",
+        "--dir",
+        "",
+        "--log-interval",
+        "100",
+    ]
     interrupted, port, pods = _reference_run_then_pods_once(
-        args, tmp_path, lambda directory: list((directory / "ckpt").glob("checkpoint-*.pt")))
+        args, tmp_path, lambda directory: list((directory / "ckpt").glob("checkpoint-*.pt"))
+    )
     pods[1].send_signal(signal.SIGKILL)
     codes = wait_all(pods, timeout=120)
     assert codes[1] == -signal.SIGKILL
-    assert codes[0] == cli.EXIT_RETRYABLE, "the surviving rank must fail, not hang, and ask restartPolicy ExitCode for a retry"
+    assert codes[0] == cli.EXIT_RETRYABLE, (
+        "the surviving rank must fail, not hang, and ask restartPolicy ExitCode for a retry"
+    )
     assert not (interrupted / "out" / "mnist_cnn.pt").exists(), "killed too late to test resume"
 
     assert wait_all(start_pods(args, interrupted, 2, port)) == [0, 0]
@@ -216,10 +306,26 @@ def test_killed_rank_resumes_to_the_same_weights(tmp_path, precision):
 def test_sigterm_to_one_pod_checkpoints_where_both_stop_and_resumes_to_the_same_weights(tmp_path):
     """The kubelet stops one pod (an eviction, a preempted node): every rank stops at the same step,
     rank 0 checkpoints it and all exit 143, so the restarted job trains no step twice."""
-    args = [*SMALL, "--limit-train", "8192", "--epochs", "2", "--checkpoint-every", "100000",
-            "--checkpoint-dir", "ckpt", "--output-dir", "out", "--dir", "", "--log-interval", "1"]
+    args = [
+        *SMALL,
+        "--limit-train",
+        "8192",
+        "--epochs",
+        "2",
+        "--checkpoint-every",
+        "100000",
+        "--checkpoint-dir",
+        "ckpt",
+        "--output-dir",
+        "out",
+        "--dir",
+        "",
+        "--log-interval",
+        "1",
+    ]
     interrupted, port, pods = _reference_run_then_pods_once(
-        args, tmp_path, lambda directory: (directory / "rank0.log").read_text().count("Train Epoch: 1 ") >= 3)
+        args, tmp_path, lambda directory: (directory / "rank0.log").read_text().count("Train Epoch: 1 ") >= 3
+    )
     pods[1].send_signal(signal.SIGTERM)  # the worker only
     assert wait_all(pods, timeout=60) == [143, 143], (interrupted / "rank0.log").read_text()
     stopped = re.search(r"Stopped by SIGTERM after step (\d+), checkpointed", (interrupted / "rank0.log").read_text())
@@ -235,9 +341,31 @@ def test_sigterm_to_one_pod_checkpoints_where_both_stop_and_resumes_to_the_same_
 
 def test_digits_reach_95_percent_test_accuracy(tmp_path):
     """The bar a user would accept for 8x8 digits: >= 95% on the 359 held-out images."""
-    result = run_trainer(["--dataset", "digits", "--epochs", "15", "--batch-size", "32", "--lr", "0.05",
-                          "--momentum", "0.9", "--lr-schedule", "onecycle", "--threads", "1",
-                          "--output-dir", "out", "--dir", "", "--log-interval", "1000"], cwd=tmp_path)
+    result = run_trainer(
+        [
+            "--dataset",
+            "digits",
+            "--epochs",
+            "15",
+            "--batch-size",
+            "32",
+            "--lr",
+            "0.05",
+            "--momentum",
+            "0.9",
+            "--lr-schedule",
+            "onecycle",
+            "--threads",
+            "1",
+            "--output-dir",
+            "out",
+            "--dir",
+            "",
+            "--log-interval",
+            "1000",
+        ],
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert metrics["test_samples"] == 359
@@ -247,8 +375,23 @@ def test_digits_reach_95_percent_test_accuracy(tmp_path):
 def test_three_ranks_resume_from_a_mid_epoch_checkpoint_to_the_same_weights(tmp_path):
     """At 3 ranks gloo's sums depend on DDP's bucket layout, which changes after the first backward:
     a resumed run must not take its first step in another layout than the uninterrupted one."""
-    args = [*SMALL, "--limit-train", "1920", "--checkpoint-every", "4", "--keep-checkpoints", "10",
-            "--checkpoint-dir", "ckpt", "--output-dir", "out", "--dir", "", "--log-interval", "100"]
+    args = [
+        *SMALL,
+        "--limit-train",
+        "1920",
+        "--checkpoint-every",
+        "4",
+        "--keep-checkpoints",
+        "10",
+        "--checkpoint-dir",
+        "ckpt",
+        "--output-dir",
+        "out",
+        "--dir",
+        "",
+        "--log-interval",
+        "100",
+    ]
     reference, resumed = tmp_path / "reference", tmp_path / "resumed"
     reference.mkdir()
     (resumed / "ckpt").mkdir(parents=True)

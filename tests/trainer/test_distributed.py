@@ -9,7 +9,13 @@ import torch.multiprocessing as mp
 
 from tests.support.procs import free_port
 from trainer.distributed import (
-    LaunchError, check_group_matches, cuda_device, init, read_launch_env, resolve_backend, shutdown,
+    LaunchError,
+    check_group_matches,
+    cuda_device,
+    init,
+    read_launch_env,
+    resolve_backend,
+    shutdown,
 )
 from trainer.runtime import CPU_REQUEST_ENV, cpu_quota, omp_threads_set_by_user, thread_count
 
@@ -20,15 +26,29 @@ def test_no_environment_means_one_process():
 
 
 def test_operator_contract_for_a_worker_pod():
-    env = {"MASTER_ADDR": "job-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "4", "RANK": "2",
-           "PET_NPROC_PER_NODE": "auto", "PET_NNODES": "4", "PYTHONUNBUFFERED": "1"}
+    env = {
+        "MASTER_ADDR": "job-master-0",
+        "MASTER_PORT": "23456",
+        "WORLD_SIZE": "4",
+        "RANK": "2",
+        "PET_NPROC_PER_NODE": "auto",
+        "PET_NNODES": "4",
+        "PYTHONUNBUFFERED": "1",
+    }
     launch = read_launch_env(env)
     assert (launch.rank, launch.world_size, launch.local_rank) == (2, 4, 0)
 
 
 def test_torchrun_environment_supplies_local_ranks():
-    env = {"MASTER_ADDR": "a", "MASTER_PORT": "1", "WORLD_SIZE": "16", "RANK": "9",
-           "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "PET_NPROC_PER_NODE": "4"}
+    env = {
+        "MASTER_ADDR": "a",
+        "MASTER_PORT": "1",
+        "WORLD_SIZE": "16",
+        "RANK": "9",
+        "LOCAL_RANK": "1",
+        "LOCAL_WORLD_SIZE": "4",
+        "PET_NPROC_PER_NODE": "4",
+    }
     launch = read_launch_env(env)
     assert (launch.rank, launch.world_size, launch.local_rank, launch.local_world_size) == (9, 16, 1, 4)
 
@@ -48,22 +68,33 @@ def test_a_worker_only_job_without_torchrun_is_refused_with_the_fix():
     assert read_launch_env({"PET_NNODES": "2", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}).world_size == 1, "torchrun's own"
 
 
-@pytest.mark.parametrize("env,message", [
-    ({"WORLD_SIZE": "2", "RANK": "2", "MASTER_ADDR": "a", "MASTER_PORT": "1"}, "RANK=2 must be smaller"),
-    ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two' is not an integer"),
-    ({"WORLD_SIZE": "0"}, "WORLD_SIZE=0 must be at least 1"),
-    # Else a TypeError from the store, and exit 128: retried for a setting no restart fixes.
-    ({"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "a", "MASTER_PORT": "70000"}, "MASTER_PORT=70000 must be at most 65535"),
-    ({"WORLD_SIZE": "2", "RANK": "0"}, "MASTER_ADDR and MASTER_PORT are not set"),
-])
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        ({"WORLD_SIZE": "2", "RANK": "2", "MASTER_ADDR": "a", "MASTER_PORT": "1"}, "RANK=2 must be smaller"),
+        ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two' is not an integer"),
+        ({"WORLD_SIZE": "0"}, "WORLD_SIZE=0 must be at least 1"),
+        # Else a TypeError from the store, and exit 128: retried for a setting no restart fixes.
+        (
+            {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "a", "MASTER_PORT": "70000"},
+            "MASTER_PORT=70000 must be at most 65535",
+        ),
+        ({"WORLD_SIZE": "2", "RANK": "0"}, "MASTER_ADDR and MASTER_PORT are not set"),
+    ],
+)
 def test_bad_environment_is_named(env, message):
     with pytest.raises(LaunchError, match=message):
         read_launch_env(env)
 
 
-@pytest.mark.parametrize("env", [{"WORLD_SIZE": "2", "RANK": "2", "MASTER_ADDR": "a", "MASTER_PORT": "1"},
-                                 {"WORLD_SIZE": "2", "MASTER_ADDR": "a", "MASTER_PORT": "1"},
-                                 {"LOCAL_RANK": "first"}])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"WORLD_SIZE": "2", "RANK": "2", "MASTER_ADDR": "a", "MASTER_PORT": "1"},
+        {"WORLD_SIZE": "2", "MASTER_ADDR": "a", "MASTER_PORT": "1"},
+        {"LOCAL_RANK": "first"},
+    ],
+)
 def test_bad_rank_variables_say_who_sets_them(env):
     with pytest.raises(LaunchError, match="training-operator and torchrun set RANK.*don't override them"):
         read_launch_env(env)
@@ -88,7 +119,9 @@ def test_nccl_without_gpu_names_the_cuda_release_the_driver_must_support(monkeyp
 
 def test_each_local_rank_gets_its_own_gpu_and_no_more_processes_than_gpus():
     assert cuda_device(1, visible_gpus=2) == torch.device("cuda", 1)
-    with pytest.raises(LaunchError, match="LOCAL_RANK=2 needs GPU 2, but this pod sees 2.*nprocPerNode no larger than gpu"):
+    with pytest.raises(
+        LaunchError, match="LOCAL_RANK=2 needs GPU 2, but this pod sees 2.*nprocPerNode no larger than gpu"
+    ):
         cuda_device(2, visible_gpus=2)
 
 
@@ -154,18 +187,23 @@ def test_without_a_cpu_limit_threads_follow_the_cpu_request(tmp_path, monkeypatc
 def test_a_cpu_request_that_is_not_millicores_is_refused(tmp_path, value):
     """Only a user's own env entry can set it so; ignoring it would size the threads to the whole node."""
     (tmp_path / "cpu.max").write_text("max 100000\n")
-    with pytest.raises(LaunchError, match=re.escape(f"{CPU_REQUEST_ENV}={value!r} is not a whole number of millicores")):
+    with pytest.raises(
+        LaunchError, match=re.escape(f"{CPU_REQUEST_ENV}={value!r} is not a whole number of millicores")
+    ):
         thread_count(1, tmp_path, env={CPU_REQUEST_ENV: value})
 
 
-@pytest.mark.parametrize("env,local_world_size,by_user", [
-    ({}, 1, False),
-    ({"OMP_NUM_THREADS": "1"}, 1, True),
-    ({"OMP_NUM_THREADS": "1", "TORCHELASTIC_RUN_ID": "x"}, 2, False),  # torchrun's default
-    ({"OMP_NUM_THREADS": "1", "TORCHELASTIC_RUN_ID": "x"}, 1, True),  # torchrun sets none for one process
-    ({"OMP_NUM_THREADS": "3", "TORCHELASTIC_RUN_ID": "x"}, 2, True),
-    ({"OMP_NUM_THREADS": "1", "LOCAL_WORLD_SIZE": "2"}, 2, True),  # not torchrun: the user's 1
-])
+@pytest.mark.parametrize(
+    "env,local_world_size,by_user",
+    [
+        ({}, 1, False),
+        ({"OMP_NUM_THREADS": "1"}, 1, True),
+        ({"OMP_NUM_THREADS": "1", "TORCHELASTIC_RUN_ID": "x"}, 2, False),  # torchrun's default
+        ({"OMP_NUM_THREADS": "1", "TORCHELASTIC_RUN_ID": "x"}, 1, True),  # torchrun sets none for one process
+        ({"OMP_NUM_THREADS": "3", "TORCHELASTIC_RUN_ID": "x"}, 2, True),
+        ({"OMP_NUM_THREADS": "1", "LOCAL_WORLD_SIZE": "2"}, 2, True),  # not torchrun: the user's 1
+    ],
+)
 def test_torchruns_default_omp_threads_do_not_override_the_quota(env, local_world_size, by_user):
     assert omp_threads_set_by_user(env, local_world_size) is by_user
 

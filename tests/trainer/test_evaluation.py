@@ -1,16 +1,16 @@
 """Exact distributed evaluation, checked in real gloo process groups of 1-3 ranks."""
+
 import json
 
 import pytest
 import torch
 import torch.multiprocessing as mp
 
+from tests.support.gloo import ONE_RANK, run_rank
 from trainer.data import Dataset
 from trainer.distributed import DistContext
 from trainer.loop import evaluate
 from trainer.model import Net
-
-from tests.support.gloo import ONE_RANK, run_rank
 
 TEST_SIZE = 1001  # divisible by neither 2 nor 3: a padding sampler would double-count
 

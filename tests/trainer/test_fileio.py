@@ -1,4 +1,5 @@
 """Atomic writes: the old file or the new one, never a partial one; a full volume fails for good."""
+
 import os
 import stat
 

@@ -1,28 +1,32 @@
 """One training step of the Trainer against the same step written with torch's own SGD and
 cross_entropy, for each optimization flag: a flag the loop dropped would leave its step unchanged."""
+
 import copy
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.support.gloo import ONE_RANK
 from trainer.data import Dataset
 from trainer.loop import TrainConfig, Trainer
 from trainer.metrics import Reporter
 from trainer.model import Net
 
-from tests.support.gloo import ONE_RANK
-
 BATCH = 16
 PLAIN = {"lr": 0.1, "momentum": 0.9}
-FLAGS = {"weight_decay": {"weight_decay": 0.05}, "nesterov": {"nesterov": True},
-         "label_smoothing": {"label_smoothing": 0.2}}
+FLAGS = {
+    "weight_decay": {"weight_decay": 0.05},
+    "nesterov": {"nesterov": True},
+    "label_smoothing": {"label_smoothing": 0.2},
+}
 
 
 def reference_step(net: Net, images, labels, lr, momentum, nesterov=False, weight_decay=0.0, label_smoothing=0.0):
     net = copy.deepcopy(net)
-    optimizer = torch.optim.SGD(net.parameters(), lr=lr, momentum=momentum, nesterov=nesterov,
-                                weight_decay=weight_decay, foreach=False)
+    optimizer = torch.optim.SGD(
+        net.parameters(), lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay, foreach=False
+    )
     F.cross_entropy(net(images), labels, label_smoothing=label_smoothing).backward()
     optimizer.step()
     return net.state_dict()

@@ -24,8 +24,14 @@ def test_log_probabilities_stay_fp32_under_cpu_bf16_autocast():
 
 def test_state_dict_keys_are_the_seed_scripts():
     assert list(Net().state_dict()) == [
-        "conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
-        "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias",
+        "conv1.weight",
+        "conv1.bias",
+        "conv2.weight",
+        "conv2.bias",
+        "fc1.weight",
+        "fc1.bias",
+        "fc2.weight",
+        "fc2.bias",
     ]
 
 
@@ -48,7 +54,7 @@ def test_same_outputs_and_gradients_as_the_seed_forward():
     seed = _seed_forward(net, x)
     F.nll_loss(seed, target).backward()
     assert torch.allclose(ours, seed, atol=1e-6)
-    for mine, theirs in zip(our_grads, (p.grad for p in net.parameters())):
+    for mine, theirs in zip(our_grads, (p.grad for p in net.parameters()), strict=True):
         assert torch.allclose(mine, theirs, atol=1e-6)
 
 

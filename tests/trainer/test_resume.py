@@ -1,4 +1,5 @@
 """Resuming in-process Trainers from mid-epoch checkpoints, in real gloo process groups."""
+
 import dataclasses
 import json
 import shutil
@@ -8,15 +9,14 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from tests.support.gloo import ONE_RANK, run_rank
+from trainer import loop, sigterm
 from trainer.checkpoint import CheckpointStore, IncompatibleCheckpoint
 from trainer.data import Dataset
 from trainer.distributed import DistContext
-from trainer import loop, sigterm
 from trainer.loop import NonFiniteLoss, TrainConfig, Trainer, evaluate, read_latest_checkpoint
 from trainer.metrics import Reporter
 from trainer.model import Net
-
-from tests.support.gloo import ONE_RANK, run_rank
 
 TRAIN_SIZE = 100  # not a multiple of 2 or 3 ranks times the batch size
 CONFIG = TrainConfig(batch_size=8, lr=1e-3, momentum=0.0, checkpoint_every=2, log_interval=1000)
@@ -74,7 +74,11 @@ def test_ddp_warm_up_leaves_weights_optimizer_and_rng_untouched(tmp_path):
     mp.spawn(run_rank, args=(2, tmp_path / "store", _construct, tmp_path), nprocs=2, join=True)
     for rank in range(2):
         assert json.loads((tmp_path / f"rank{rank}.json").read_text()) == {
-            "rng": True, "weights": True, "no_grads": True, "no_optimizer_state": True}
+            "rng": True,
+            "weights": True,
+            "no_grads": True,
+            "no_optimizer_state": True,
+        }
 
 
 def test_onecycle_checkpoints_name_the_world_size_its_length_depends_on():
@@ -106,8 +110,11 @@ def test_resume_refuses_fewer_epochs_than_the_checkpoint_trained(tmp_path, epoch
     writer._checkpoint()
     reader = Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(False, None), store)  # --epochs 1
     if refused:
-        with pytest.raises(IncompatibleCheckpoint, match=f"trained into epoch {epoch - (consumed == 0)}, beyond "
-                                                         r"--epochs 1.* Pass --epochs \d+ or more to continue that run"):
+        with pytest.raises(
+            IncompatibleCheckpoint,
+            match=f"trained into epoch {epoch - (consumed == 0)}, beyond "
+            r"--epochs 1.* Pass --epochs \d+ or more to continue that run",
+        ):
             _resume(reader)
     else:
         _resume(reader)
@@ -126,17 +133,26 @@ def test_a_checkpoint_that_does_not_fit_the_model_is_refused_as_permanent(tmp_pa
     path, state = store.load_latest()
     state["model"]["fc1.weight"] = torch.zeros(400, 800)
     reader = Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(False, None), store)
-    with pytest.raises(IncompatibleCheckpoint, match=f"{path} does not fit this trainer's model or optimizer "
-                                                     r"\(Error\(s\) in loading state_dict for Net"):
+    with pytest.raises(
+        IncompatibleCheckpoint,
+        match=f"{path} does not fit this trainer's model or optimizer "
+        r"\(Error\(s\) in loading state_dict for Net",
+    ):
         reader.resume((path, state))
 
 
-@pytest.mark.parametrize("schedule, advice", [
-    ("constant", "a run with more --epochs on this --checkpoint-dir trains on from here."),
-    # A onecycle checkpoint records --epochs, so a rerun with more is refused as another run.
-    ("onecycle", "its onecycle schedule spans exactly these epochs, so to train longer start a new run in "
-                 "another --checkpoint-dir"),
-])
+@pytest.mark.parametrize(
+    "schedule, advice",
+    [
+        ("constant", "a run with more --epochs on this --checkpoint-dir trains on from here."),
+        # A onecycle checkpoint records --epochs, so a rerun with more is refused as another run.
+        (
+            "onecycle",
+            "its onecycle schedule spans exactly these epochs, so to train longer start a new run in "
+            "another --checkpoint-dir",
+        ),
+    ],
+)
 def test_resuming_a_finished_run_says_how_to_train_longer(tmp_path, capsys, schedule, advice):
     ctx = ONE_RANK
     store = CheckpointStore(tmp_path, keep=3)
@@ -145,7 +161,9 @@ def test_resuming_a_finished_run_says_how_to_train_longer(tmp_path, capsys, sche
     writer.progress.epoch, writer.progress.history = 2, [{"epoch": 1, "accuracy": 0.5, "val_loss": 1.0}]
     writer._checkpoint()
     _resume(Trainer(Net(), _numbered_dataset(), ctx, config, Reporter(True, None), store))
-    assert f"finished its 1 epoch (accuracy 0.5000 then), so nothing is left to train; {advice}" in capsys.readouterr().out
+    assert (
+        f"finished its 1 epoch (accuracy 0.5000 then), so nothing is left to train; {advice}" in capsys.readouterr().out
+    )
 
 
 def test_resuming_a_finished_run_on_other_ranks_does_not_warn_of_resharding(tmp_path, capsys):
@@ -156,7 +174,9 @@ def test_resuming_a_finished_run_on_other_ranks_does_not_warn_of_resharding(tmp_
     writer.progress.epoch, writer.progress.history = 2, [{"epoch": 1, "accuracy": 0.5, "val_loss": 1.0}]
     writer._checkpoint()
     path, state = store.load_latest()
-    Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(True, None), store).resume((path, {**state, "world_size": 2}))
+    Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(True, None), store).resume(
+        (path, {**state, "world_size": 2})
+    )
     out = capsys.readouterr().out
     assert "nothing is left to train" in out and "resharded" not in out
 
@@ -166,8 +186,14 @@ def test_resuming_in_another_precision_warns(tmp_path, capsys, written_in, warne
     """Allowed, as another world size is: auto on a GPU resolves by the node a restarted pod lands on."""
     ctx = ONE_RANK
     store = CheckpointStore(tmp_path, keep=3)
-    writer = Trainer(Net(), _numbered_dataset(), ctx, dataclasses.replace(CONFIG, precision=written_in or "fp32"),
-                     Reporter(False, None), store)
+    writer = Trainer(
+        Net(),
+        _numbered_dataset(),
+        ctx,
+        dataclasses.replace(CONFIG, precision=written_in or "fp32"),
+        Reporter(False, None),
+        store,
+    )
     writer._checkpoint()  # saving runs no bf16 math, so any CPU writes this
     if written_in is None:  # a checkpoint from before --precision
         (path,) = tmp_path.glob("checkpoint-*.pt")
@@ -177,8 +203,10 @@ def test_resuming_in_another_precision_warns(tmp_path, capsys, written_in, warne
     _resume(Trainer(Net(), _numbered_dataset(), ctx, CONFIG, Reporter(True, None), store))
     out = capsys.readouterr().out
     assert "Resumed from" in out
-    assert ("was written in bf16, this run trains in fp32 (--precision), so the result differs from an "
-            "uninterrupted run" in out) is warned
+    assert (
+        "was written in bf16, this run trains in fp32 (--precision), so the result differs from an "
+        "uninterrupted run" in out
+    ) is warned
 
 
 def _scalar_events(log_dir) -> list:
@@ -188,8 +216,8 @@ def _scalar_events(log_dir) -> list:
     (path,) = log_dir.glob("events.out.tfevents.*")
     content, events, offset = path.read_bytes(), [], 0
     while offset < len(content):
-        (length,) = struct.unpack("<Q", content[offset:offset + 8])
-        events.append(Event.FromString(content[offset + 12:offset + 12 + length]))
+        (length,) = struct.unpack("<Q", content[offset : offset + 8])
+        events.append(Event.FromString(content[offset + 12 : offset + 12 + length]))
         offset += 12 + length + 4
     return events
 
@@ -223,8 +251,14 @@ def test_scalars_logged_before_a_checkpoint_survive_a_kill(tmp_path):
     the checkpoint is. tensorboardX's SummaryWriter left some in its queue (seen under load)."""
     ctx = ONE_RANK
     store = CheckpointStore(tmp_path / "ckpt", keep=100)
-    killed = Trainer(Net(), _numbered_dataset(), ctx, dataclasses.replace(CONFIG, log_interval=1),
-                     Reporter(True, tmp_path / "tb"), store)
+    killed = Trainer(
+        Net(),
+        _numbered_dataset(),
+        ctx,
+        dataclasses.replace(CONFIG, log_interval=1),
+        Reporter(True, tmp_path / "tb"),
+        store,
+    )
     killed.train_epoch()  # not closed, as a SIGKILL leaves it
     checkpointed = max(int(path.stem.split("-")[1]) for path in store.directory.glob("checkpoint-*.pt"))
     logged = {e.step for e in _scalar_events(tmp_path / "tb") if any(v.tag == "loss" for v in e.summary.value)}
@@ -235,10 +269,12 @@ def test_scalars_logged_before_a_checkpoint_survive_a_kill(tmp_path):
 def sigterm_during_evaluation(monkeypatch):
     """SIGTERM's handler inside sigterm.deferred(), as if the kubelet's signal came while the test set
     was being scored; the request is cleared afterwards."""
+
     def evaluate_then_signal(*args, **kwargs):
         result = evaluate(*args, **kwargs)
         sigterm._on_sigterm(15, None)
         return result
+
     monkeypatch.setattr(loop, "evaluate", evaluate_then_signal)
     yield
     sigterm._requested.clear()
@@ -248,8 +284,14 @@ def test_sigterm_during_evaluation_stops_after_the_epoch_end_checkpoint(tmp_path
     """Not at once: the ranks agree after the epoch-end checkpoint, so none stops alone and no step is lost."""
     ctx = ONE_RANK
     store = CheckpointStore(tmp_path, keep=100)
-    trainer = Trainer(Net(), _numbered_dataset(), ctx, dataclasses.replace(CONFIG, epochs=3, checkpoint_every=0),
-                      Reporter(False, None), store)
+    trainer = Trainer(
+        Net(),
+        _numbered_dataset(),
+        ctx,
+        dataclasses.replace(CONFIG, epochs=3, checkpoint_every=0),
+        Reporter(False, None),
+        store,
+    )
     with pytest.raises(SystemExit) as stopped:
         trainer.fit()
     assert stopped.value.code == 143
@@ -261,12 +303,20 @@ def test_sigterm_during_evaluation_stops_after_the_epoch_end_checkpoint(tmp_path
 def test_sigterm_after_the_last_epoch_lets_the_run_finish(tmp_path, sigterm_during_evaluation):
     """Nothing is left to train: the outputs are written rather than a checkpoint that resumes to them."""
     ctx = ONE_RANK
-    trainer = Trainer(Net(), _numbered_dataset(), ctx, dataclasses.replace(CONFIG, epochs=1),
-                      Reporter(False, None), CheckpointStore(tmp_path, keep=100))
+    trainer = Trainer(
+        Net(),
+        _numbered_dataset(),
+        ctx,
+        dataclasses.replace(CONFIG, epochs=1),
+        Reporter(False, None),
+        CheckpointStore(tmp_path, keep=100),
+    )
     trainer.fit()  # returns: no SystemExit(143)
     newest = max(tmp_path.glob("checkpoint-*.pt"))
     saved = torch.load(newest, weights_only=False)
-    assert (saved["epoch"], saved["consumed"], saved["step"]) == (2, 0, trainer.progress.step), "the epoch-end checkpoint"
+    assert (saved["epoch"], saved["consumed"], saved["step"]) == (2, 0, trainer.progress.step), (
+        "the epoch-end checkpoint"
+    )
     assert trainer.progress.epoch == 2
 
 
@@ -285,7 +335,9 @@ def test_resume_after_the_epochs_last_step_evaluates_without_training(tmp_path):
     _resume(reader)
     result = reader.fit()
     assert reader.samples == []
-    assert result == evaluate(writer.net, _numbered_dataset(), ctx, CONFIG.test_batch_size), "the checkpoint's weights, scored"
+    assert result == evaluate(writer.net, _numbered_dataset(), ctx, CONFIG.test_batch_size), (
+        "the checkpoint's weights, scored"
+    )
     assert reader.progress.epoch == 2 and reader.progress.step == writer.batches_per_epoch
 
 
@@ -293,8 +345,12 @@ def test_resume_at_another_world_size_trains_each_remaining_sample_once(tmp_path
     two_ranks = tmp_path / "two"
     two_ranks.mkdir()
     mp.spawn(run_rank, args=(2, tmp_path / "store", _train, tmp_path / "ckpt", two_ranks), nprocs=2, join=True)
-    before = [sample for rank in range(2)
-              for step in json.loads((two_ranks / f"rank{rank}.json").read_text())[:2] for sample in step]
+    before = [
+        sample
+        for rank in range(2)
+        for step in json.loads((two_ranks / f"rank{rank}.json").read_text())[:2]
+        for sample in step
+    ]
     resumed = tmp_path / "resumed"
     resumed.mkdir()
     shutil.copy(tmp_path / "ckpt" / "checkpoint-000000002.pt", resumed)

@@ -8,14 +8,15 @@ import torch
 from tests.support.paths import REPO
 from trainer import runtime
 from trainer.distributed import LaunchError
-from trainer.runtime import autocast_for
-from trainer.runtime import configure_device, missing_compiler
+from trainer.runtime import autocast_for, configure_device, missing_compiler
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt tuning is glibc-only")
 def test_heap_tuning_applies_on_glibc():
     # In a child, so the test session's own allocator keeps its defaults.
-    probe = "from trainer.runtime import retain_freed_memory; raise SystemExit(0 if retain_freed_memory() is True else 3)"
+    probe = (
+        "from trainer.runtime import retain_freed_memory; raise SystemExit(0 if retain_freed_memory() is True else 3)"
+    )
     assert subprocess.run([sys.executable, "-c", probe], cwd=REPO).returncode == 0
 
 
@@ -25,13 +26,16 @@ def heap_tuning_calls(monkeypatch):
     monkeypatch.setattr(runtime, "retain_freed_memory", lambda: calls.append(1))
     # Saved and restored by hand: torch.backends.cuda.matmul's attributes are computed, which
     # monkeypatch cannot restore.
-    flags = [(torch.backends.cuda.matmul, "allow_tf32"), (torch.backends.cudnn, "allow_tf32"),
-             (torch.backends.cudnn, "benchmark")]
+    flags = [
+        (torch.backends.cuda.matmul, "allow_tf32"),
+        (torch.backends.cudnn, "allow_tf32"),
+        (torch.backends.cudnn, "benchmark"),
+    ]
     saved = [getattr(module, flag) for module, flag in flags]
     for module, flag in flags:
         setattr(module, flag, False)
     yield calls
-    for (module, flag), value in zip(flags, saved):
+    for (module, flag), value in zip(flags, saved, strict=True):
         setattr(module, flag, value)
 
 
@@ -61,15 +65,18 @@ def test_native_bf16_means_bf16_hardware_not_emulation(monkeypatch, native):
     assert runtime.native_bf16(torch.device("cpu")) is native
 
 
-@pytest.mark.parametrize("device,requested,hardware,resolved", [
-    ("cuda", "auto", True, "bf16"),
-    ("cuda", "auto", False, "fp32"),
-    ("cuda", "fp32", True, "fp32"),
-    ("cuda", "bf16", True, "bf16"),
-    ("cpu", "auto", True, "fp32"),  # CPU nodes differ: auto must not make the numbers depend on the node
-    ("cpu", "fp32", False, "fp32"),
-    ("cpu", "bf16", True, "bf16"),
-])
+@pytest.mark.parametrize(
+    "device,requested,hardware,resolved",
+    [
+        ("cuda", "auto", True, "bf16"),
+        ("cuda", "auto", False, "fp32"),
+        ("cuda", "fp32", True, "fp32"),
+        ("cuda", "bf16", True, "bf16"),
+        ("cpu", "auto", True, "fp32"),  # CPU nodes differ: auto must not make the numbers depend on the node
+        ("cpu", "fp32", False, "fp32"),
+        ("cpu", "bf16", True, "bf16"),
+    ],
+)
 def test_precision_resolves_by_request_and_hardware(monkeypatch, device, requested, hardware, resolved):
     monkeypatch.setattr(runtime, "native_bf16", lambda _: hardware)
     assert runtime.resolve_precision(requested, torch.device(device)) == resolved
@@ -99,4 +106,5 @@ def test_compile_finds_the_compiler_each_device_needs(tmp_path):
     assert missing_compiler(torch.device("cpu"), path) == "a C++ compiler for Inductor (g++, or set CXX)"
     assert missing_compiler(torch.device("cpu"), {**path, "CXX": "c++-14"}) is None
     assert missing_compiler(torch.device("cuda", 0), {**path, "CC": "gcc-12"}) == (
-        "a C compiler for Triton (gcc or clang, or set CC)")
+        "a C compiler for Triton (gcc or clang, or set CC)"
+    )

@@ -1,5 +1,6 @@
 """`python -m trainer.torchrun`, the chart's launcher with torchrun: the trainer's exit codes, not
 torchrun's 1 for everything, so restartPolicy ExitCode tells a retryable failure from a permanent one."""
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,13 @@ ONE_WORKER = ["--standalone", "--nproc-per-node", "1", "--max-restarts", "0", "-
 
 def launch(launcher: str, args: list[str], cwd: Path) -> subprocess.Popen:
     with open(cwd / f"{launcher}.log", "w") as log:
-        return spawn([sys.executable, "-m", launcher, *args], cwd=cwd,
-                     env=trainer_env(PYTHONUNBUFFERED="1"), stdout=log, stderr=subprocess.STDOUT)
+        return spawn(
+            [sys.executable, "-m", launcher, *args],
+            cwd=cwd,
+            env=trainer_env(PYTHONUNBUFFERED="1"),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def training(launcher: subprocess.Popen, log: Path) -> int:
@@ -31,8 +37,10 @@ def training(launcher: subprocess.Popen, log: Path) -> int:
 
 def test_a_permanent_error_keeps_the_trainers_exit_code(tmp_path):
     """Invalid flags exit 2 (fail the job under ExitCode); torchrun itself would say 1."""
-    codes = {launcher: launch(launcher, [*ONE_WORKER, "--epochs", "-1"], tmp_path).wait(timeout=120)
-             for launcher in ("trainer.torchrun", "torch.distributed.run")}
+    codes = {
+        launcher: launch(launcher, [*ONE_WORKER, "--epochs", "-1"], tmp_path).wait(timeout=120)
+        for launcher in ("trainer.torchrun", "torch.distributed.run")
+    }
     log = (tmp_path / "trainer.torchrun.log").read_text()
     assert codes == {"trainer.torchrun": 2, "torch.distributed.run": 1}, log
     assert "--epochs: must be a positive integer" in log
@@ -42,7 +50,9 @@ def test_a_permanent_error_keeps_the_trainers_exit_code(tmp_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA, where torchrun's GPU count fails")
 def test_torchrun_setup_that_cannot_work_is_permanent(tmp_path):
     """Only a lost or late peer is worth a retry; `--nproc-per-node gpu` without CUDA fails alike every time."""
-    code = launch("trainer.torchrun", ["--standalone", "--nproc-per-node", "gpu", "--module", "trainer"], tmp_path).wait(timeout=120)
+    code = launch(
+        "trainer.torchrun", ["--standalone", "--nproc-per-node", "gpu", "--module", "trainer"], tmp_path
+    ).wait(timeout=120)
     log = (tmp_path / "trainer.torchrun.log").read_text()
     assert code == 1, log
     assert "Cuda is not available" in log
@@ -70,8 +80,20 @@ def test_a_stopped_pod_exits_128_plus_the_signal(tmp_path):
 
 def test_a_peer_that_never_joins_is_retryable(tmp_path):
     """A rendezvous timeout (a lost or late pod) exits with the trainer's retryable 128, not 1."""
-    alone = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-             "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-conf", "join_timeout=3", "--module", "trainer"]
+    alone = [
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "1",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{free_port()}",
+        "--rdzv-conf",
+        "join_timeout=3",
+        "--module",
+        "trainer",
+    ]
     code = launch("trainer.torchrun", alone, tmp_path).wait(timeout=120)
     log = (tmp_path / "trainer.torchrun.log").read_text()
     assert code == 128, log
