@@ -81,6 +81,10 @@ tools: ## Install pinned Helm 3, Helm 4 and kubectl into .tools/bin
 crds: venv ## Regenerate the PyTorchJob CRD template from Kubernetes' OpenAPI definitions
 	$(PY) ci/gen_crd.py
 
+.PHONY: docs
+docs: venv ## Regenerate the charts' README values tables from the `# --` comments in values.yaml
+	$(PY) ci/values_docs.py
+
 ##@ Images and clusters
 
 .PHONY: image

@@ -1,62 +1,154 @@
-"""Both charts document every value with a `# --` comment, list exactly those in the README's
-values table, and declare them in values.schema.json, which declares nothing the values lack."""
+"""Both charts document every value with a `# --` comment, their README values tables are what
+`make docs` (ci/values_docs.py) writes from those comments, and values.schema.json declares every
+documented value and nothing the values lack."""
+
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
+import subprocess
+import sys
 
 import pytest
 import yaml
 
-from tests.support.paths import OPERATOR_CHART, WORKLOAD_CHART
+from ci import values_docs
+from tests.support.paths import OPERATOR_CHART, REPO, WORKLOAD_CHART
 
 CHARTS = [OPERATOR_CHART, WORKLOAD_CHART]
 
 
-def documented_values(chart: Path) -> set[str]:
-    """Key paths whose `# --` comment block sits right above them, at any indentation."""
-    documented, stack, comments = set(), [], []
-    for line in (chart / "values.yaml").read_text().splitlines():
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            comments.append(stripped)
-            continue
-        indent = len(line) - len(line.lstrip())
-        if ":" in stripped and not stripped.startswith("-"):
-            while stack and stack[-1][0] >= indent:
-                stack.pop()
-            stack.append((indent, stripped.split(":", 1)[0]))
-            if any(comment.startswith("# --") for comment in comments):
-                documented.add(".".join(key for _, key in stack))
-        comments = []
-    return documented
+def documented_values(chart) -> set[str]:
+    return {doc.path for doc in values_docs.parse_comments((chart / "values.yaml").read_text())}
 
 
-def leaf_paths(node: object, prefix: str = "") -> set[str]:
-    """Dotted paths of the values' leaves (an empty map is a leaf)."""
-    if isinstance(node, dict) and node:
-        return set().union(*(leaf_paths(v, f"{prefix}{k}.") for k, v in node.items()))
-    return {prefix.rstrip(".")}
-
-
-def values_leaves(chart: Path) -> set[str]:
-    return leaf_paths(yaml.safe_load((chart / "values.yaml").read_text()))
+def values_leaves(chart) -> list[str]:
+    return values_docs.leaf_paths(yaml.safe_load((chart / "values.yaml").read_text()))
 
 
 @pytest.mark.parametrize("chart", CHARTS, ids=lambda chart: chart.name)
 def test_every_value_has_a_doc_comment(chart):
     documented = documented_values(chart)
-    undocumented = {leaf for leaf in values_leaves(chart)
-                    if not any(leaf == d or leaf.startswith(d + ".") for d in documented)}
+    undocumented = {
+        leaf for leaf in values_leaves(chart) if not any(leaf == d or leaf.startswith(d + ".") for d in documented)
+    }
     assert not undocumented, f"add a `# --` comment above these values: {sorted(undocumented)}"
 
 
 @pytest.mark.parametrize("chart", CHARTS, ids=lambda chart: chart.name)
-def test_readme_lists_every_documented_value(chart):
-    values_section = (chart / "README.md").read_text().split("\n## Values\n", 1)[1]
-    listed = set(re.findall(r"^\| `([A-Za-z0-9_.]+)` \|", values_section, re.MULTILINE))
-    assert listed == documented_values(chart), "the README's values table and the `# --` comments differ"
+def test_readme_values_table_is_what_make_docs_writes(chart):
+    assert (chart / "README.md").read_text() == values_docs.render_readme(chart), (
+        f"{chart.name}/README.md's values table differs from values.yaml's `# --` comments: run `make docs`"
+    )
+
+
+def test_make_docs_check_fails_on_a_stale_table_and_names_it(tmp_path, monkeypatch):
+    """The command line, on a copy of a chart whose README has a row the comments do not."""
+    chart = tmp_path / "charts" / "demo"
+    chart.mkdir(parents=True)
+    (chart / "values.yaml").write_text("# -- Replicas.\nreplicas: 1\n")
+    readme = "# demo\n\n<!-- values:start -->\n| `replicas` | int | `2` | Stale. |\n<!-- values:end -->\n\nEnd.\n"
+    (chart / "README.md").write_text(readme)
+    monkeypatch.setattr(values_docs, "REPO", tmp_path)
+    monkeypatch.setattr(values_docs, "CHARTS", tmp_path / "charts")
+    monkeypatch.setattr(sys, "argv", ["values_docs.py", "--check"])
+    assert values_docs.main() == 1
+    assert (chart / "README.md").read_text() == readme, "--check writes nothing"
+    monkeypatch.setattr(sys, "argv", ["values_docs.py"])
+    assert values_docs.main() == 0
+    written = (chart / "README.md").read_text()
+    assert "| `replicas` | int | `1` | Replicas. |" in written and "Stale" not in written
+    assert written.startswith("# demo\n\n") and written.endswith("<!-- values:end -->\n\nEnd.\n"), "prose outside the markers is kept"
+
+
+def test_make_docs_runs_the_generator_in_check_mode_cleanly():
+    result = subprocess.run(
+        [sys.executable, "ci/values_docs.py", "--check"], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"^docs:.*\n\t\$\(PY\) ci/values_docs\.py$", (REPO / "Makefile").read_text(), re.MULTILINE), (
+        "`make docs` runs the generator"
+    )
+
+
+def parse(text: str) -> dict[str, values_docs.Doc]:
+    return {doc.path: doc for doc in values_docs.parse_comments(text)}
+
+
+def test_comment_blocks_in_helm_docs_style():
+    docs = parse(
+        "# Not documentation: a section comment.\n"
+        "image:\n"
+        "  # A note for maintainers.\n"
+        "  # -- Image tag,\n"
+        "  # continued here.\n"
+        "  # @default -- the chart's appVersion\n"
+        "  tag: ''\n"
+        "  # -- (int) Port, typed by the comment.\n"
+        "  port: null\n"
+        "\n"
+        "# -- Separated by a blank line: documents nothing.\n"
+        "\n"
+        "undocumented: 1\n"
+        "annotations:\n"
+        "  # -- A key with dots.\n"
+        "  example.com/name: x\n"
+    )
+    assert set(docs) == {"image.tag", "image.port", "annotations.example.com/name"}
+    assert docs["image.tag"] == values_docs.Doc("image.tag", "Image tag, continued here.", None, "the chart's appVersion")
+    assert docs["image.port"].type == "int" and docs["image.port"].description == "Port, typed by the comment."
+
+
+def test_types_come_from_the_comment_then_the_schema_then_the_value(tmp_path):
+    chart = tmp_path / "demo"
+    chart.mkdir()
+    (chart / "values.yaml").write_text(
+        "# -- (seconds) Typed by the comment.\nwait: 5\n"
+        "# -- Typed by the schema.\nlimit: null\n"
+        "# -- Typed by its value.\nname: x\n"
+        "# -- A map, documented as a whole.\nresources:\n  requests:\n    cpu: 1\n"
+    )
+    schema = {"properties": {"limit": {"$ref": "#/definitions/count"}}, "definitions": {"count": {"type": ["integer", "null"]}}}
+    (chart / "values.schema.json").write_text(json.dumps(schema))
+    rows = values_docs.table(chart).splitlines()[-4:]
+    assert rows == [
+        "| `wait` | seconds | `5` | Typed by the comment. |",
+        "| `limit` | int or null | `null` | Typed by the schema. |",
+        '| `name` | string | `"x"` | Typed by its value. |',
+        '| `resources` | object | `{"requests": {"cpu": 1}}` | A map, documented as a whole. |',
+    ]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ("# -- Documented.\na: 1\nb: 2\n", "add a `# --` comment right above b"),
+        ("# -- No type anywhere.\nlimit: null\n", "limit defaults to null and values.schema.json gives it no type"),
+        ("# -- A list.\nlist:\n  - name: x\n    # -- Inside a list.\n    value: 1\n", "documents no value"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_key_and_the_fix(tmp_path, values, message):
+    chart = tmp_path / "demo"
+    chart.mkdir()
+    (chart / "values.yaml").write_text(values)
+    with pytest.raises(values_docs.ValuesDocError, match=re.escape(message)):
+        values_docs.table(chart)
+
+
+def test_a_readme_without_markers_is_refused(tmp_path):
+    chart = tmp_path / "demo"
+    chart.mkdir()
+    (chart / "values.yaml").write_text("# -- A.\na: 1\n")
+    (chart / "README.md").write_text("# demo\n")
+    with pytest.raises(values_docs.ValuesDocError, match="values:start"):
+        values_docs.render_readme(chart)
+
+
+def test_pipes_in_descriptions_are_escaped(tmp_path):
+    chart = tmp_path / "demo"
+    chart.mkdir()
+    (chart / "values.yaml").write_text("# -- One | two.\na: 1\n")
+    assert values_docs.table(chart).splitlines()[-1] == "| `a` | int | `1` | One \\| two. |"
 
 
 def schema_paths(node: dict, prefix: str = "") -> set[str]:
