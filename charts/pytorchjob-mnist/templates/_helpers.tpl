@@ -220,16 +220,22 @@ the run id, --run-id and extraArgs. Whole numbers go through int64: a values fil
 writes as 1e+06. */}}
 {{- define "pytorchjob-mnist.trainingFlags" -}}
 {{- $t := .Values.training }}
-{{- $flags := list "--backend" (include "pytorchjob-mnist.backend" .) "--dataset" $t.dataset }}
+{{- $flags := list "--backend" (include "pytorchjob-mnist.backend" .) "--dataset" $t.dataset "--recipe" $t.recipe }}
 {{- with $t.fallbackDataset }}
 {{- $flags = concat $flags (list "--fallback-dataset" .) }}
 {{- end }}
+{{- $flags = concat $flags (list "--epochs" (int64 $t.epochs | toString)) }}
+{{- /* null leaves them to the recipe. */}}
+{{- if not (kindIs "invalid" $t.batchSize) }}
+{{- $flags = concat $flags (list "--batch-size" (int64 $t.batchSize | toString)) }}
+{{- end }}
+{{- $flags = concat $flags (list "--test-batch-size" (int64 $t.testBatchSize | toString)) }}
+{{- range $flag, $value := dict "--lr" $t.lr "--momentum" $t.momentum }}
+{{- if not (kindIs "invalid" $value) }}
+{{- $flags = concat $flags (list $flag (toString $value)) }}
+{{- end }}
+{{- end }}
 {{- $flags = concat $flags (list
-  "--epochs" (int64 $t.epochs | toString)
-  "--batch-size" (int64 $t.batchSize | toString)
-  "--test-batch-size" (int64 $t.testBatchSize | toString)
-  "--lr" (toString $t.lr)
-  "--momentum" (toString $t.momentum)
   "--seed" (int64 $t.seed | toString)
   "--log-interval" (int64 $t.logInterval | toString)
   "--data-dir" (include "pytorchjob-mnist.dataDir" .)
