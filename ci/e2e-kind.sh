@@ -16,8 +16,13 @@
 #   7. a third release with ci/elastic-cpu-values.yaml (elastic torchrun, 1 Master + 2 Workers), checked
 #      like the first: its rank 0 (in whichever pod the rendezvous put it) logs the world size, and
 #      `helm test`;
-#   8. all releases uninstalled: nothing labelled with their release is left but what the charts keep
-#      on purpose (the PyTorchJob CRD, the training volume), which is then removed by hand.
+#   8. Kubeflow Trainer v2 (upstream's chart, with JobSet and the torch-distributed runtime) next to
+#      it; a release with jobKind TrainJob (examples/trainjob/cpu-values.yaml) must reach Complete, its
+#      node 0 must log the world size, and `helm test` checks its model; then one training through the
+#      Kubeflow SDK (ci/kind/sdk_train.py);
+#   9. all releases uninstalled: nothing labelled with their release is left but what the charts keep
+#      on purpose (the PyTorchJob CRD, the training volume), which is then removed by hand; then
+#      Trainer v2.
 #
 # Environment: KIND_CLUSTER (default pytorchjob-mnist-e2e), KIND_NODE_IMAGE (kind's default),
 # KEEP_CLUSTER=1 (don't delete the cluster), SKIP_BUILD=1 (reuse E2E_IMAGE), JOB_TIMEOUT (seconds, 900),
@@ -44,6 +49,17 @@ two_nodes_values="$repo/ci/kind/two-nodes-values.yaml"
 two_nodes_release=mnist-two-nodes
 elastic_values="$workload_chart/ci/elastic-cpu-values.yaml"
 elastic_release=mnist-elastic
+trainjob_values="$workload_chart/examples/trainjob/cpu-values.yaml"
+trainjob_release=mnist-v2
+trainjob_namespace=mnist-v2
+# Kubeflow Trainer v2 from upstream's chart (it brings JobSet); the chart needs v2.2 or later.
+trainer_chart=oci://ghcr.io/kubeflow/charts/kubeflow-trainer
+trainer_chart_version=2.3.0
+trainer_release=kubeflow-trainer
+trainer_namespace=kubeflow-system
+# The Kubeflow SDK's run: in a namespace without Pod Security labels, as the SDK's pods are its own.
+sdk_namespace=mnist-sdk
+sdk_version=0.5.0
 webhook_configuration=validator.training-operator.kubeflow.org
 webhook_secret=$operator_release-webhook-cert
 
@@ -90,6 +106,7 @@ diagnostics() {
   kubectl get nodes -o wide || true
   kubectl get pods,services,endpointslices,pvc -A -o wide || true
   kubectl get pytorchjobs -A -o yaml || true
+  kubectl get trainjobs,clustertrainingruntimes,jobsets -A -o yaml || true
   kubectl get validatingwebhookconfiguration "$webhook_configuration" -o yaml || true
   kubectl describe pods -n "$operator_namespace" || true
   kubectl describe pods -n "$workload_namespace" || true
@@ -97,6 +114,9 @@ diagnostics() {
   kubectl events -A | tail -n 100 || true
   pod_logs "$operator_namespace" "app.kubernetes.io/instance=$operator_release"
   pod_logs "$workload_namespace" training.kubeflow.org/job-name
+  pod_logs "$trainer_namespace" "app.kubernetes.io/instance=$trainer_release"
+  pod_logs "$trainjob_namespace" jobset.sigs.k8s.io/jobset-name
+  pod_logs "$sdk_namespace" jobset.sigs.k8s.io/jobset-name
   if [[ -n "${KIND_LOGS_DIR:-}" ]]; then kind export logs "$KIND_LOGS_DIR" --name "$cluster" || true; fi
 }
 
@@ -139,7 +159,7 @@ leftovers() {
   local selector="app.kubernetes.io/instance=$1"
   kubectl get clusterroles,clusterrolebindings,validatingwebhookconfigurations,customresourcedefinitions,persistentvolumes \
     -l "$selector" -o name || return 1
-  kubectl get all,pytorchjobs,pvc,configmaps,secrets,serviceaccounts,roles,rolebindings,leases.coordination.k8s.io,networkpolicies \
+  kubectl get all,pytorchjobs,trainjobs,pvc,configmaps,secrets,serviceaccounts,roles,rolebindings,leases.coordination.k8s.io,networkpolicies \
     -n "$2" -l "$selector" -o name || return 1
 }
 
@@ -155,6 +175,29 @@ uninstall_leaving_only() {
     exit 1
   fi
   if [[ -n "$left" ]]; then kubectl delete -n "$2" "$left" --wait; fi
+}
+
+# load_image IMAGE: into the kind workers; `kind load docker-image` fails on some images under Docker's
+# containerd image store (kubernetes-sigs/kind#3795), so then through an archive of the node platform's
+# image. To a file, not a pipe: kind opens the archive once per node.
+load_image() {
+  kind load docker-image "$1" --name "$cluster" --nodes "$workers" && return
+  echo "kind load docker-image $1 failed; loading it from an archive instead" >&2
+  docker image save --platform "$platform" -o "$archives/image.tar" "$1" &&
+    kind load image-archive "$archives/image.tar" --name "$cluster" --nodes "$workers"
+  local status=$?
+  rm -f "$archives/image.tar"
+  return "$status"
+}
+
+# preload_images IMAGES: pull each (one per line) for the nodes' platform and load it into the workers.
+# The nodes can still pull them (IfNotPresent), so a failed preload only costs time.
+preload_images() {
+  local preload
+  while read -r preload; do
+    docker pull --quiet --platform "$platform" "$preload" && load_image "$preload" ||
+      echo "warning: could not preload $preload; the nodes will pull it" >&2
+  done <<<"$1"
 }
 
 # job_field JOB JSONPATH: a field of the PyTorchJob JOB in the workload namespace.
@@ -192,6 +235,46 @@ wait_for_job() {
   done
   # Same check, in kubectl's words (returns at once now).
   kubectl wait "pytorchjob/$1" -n "$workload_namespace" --for=condition=Succeeded --timeout=10s
+}
+
+# trainjob_condition JOB TYPE: the status of condition TYPE of the TrainJob JOB.
+trainjob_condition() {
+  kubectl get trainjob "$1" -n "$trainjob_namespace" -o jsonpath="{.status.conditions[?(@.type==\"$2\")].status}"
+}
+
+# wait_for_trainjob JOB: until the TrainJob is Complete; fail as soon as it fails or a pod cannot start.
+wait_for_trainjob() {
+  local deadline=$((SECONDS + job_timeout)) stuck
+  until [[ "$(trainjob_condition "$1" Complete)" == True ]]; do
+    if [[ "$(trainjob_condition "$1" Failed)" == True ]]; then echo "TrainJob $1 failed" >&2; return 1; fi
+    stuck=$(kubectl get pods -n "$trainjob_namespace" -l "jobset.sigs.k8s.io/jobset-name=$1" \
+      -o jsonpath="$waiting_reasons") || stuck=""
+    if grep -E "$unstartable" <<<"$stuck" >&2; then echo "pods of TrainJob $1 cannot start" >&2; return 1; fi
+    if ((SECONDS >= deadline)); then echo "TrainJob $1 did not complete within ${job_timeout}s" >&2; return 1; fi
+    kubectl get trainjob "$1" -n "$trainjob_namespace" --no-headers || true
+    sleep 15
+  done
+  kubectl wait "trainjob/$1" -n "$trainjob_namespace" --for=condition=Complete --timeout=10s
+}
+
+# trainjob_admitted: the TrainJob of the TrainJob release passes the API server and Trainer's webhooks.
+trainjob_admitted() {
+  helm template "$trainjob_release" "$workload_chart" -n "$trainjob_namespace" -f "$trainjob_values" \
+    "${local_image[@]}" --show-only templates/trainjob.yaml | kubectl create --dry-run=server -f -
+}
+
+# check_node0_log JOB: the TrainJob's node 0 (JobSet's completion index 0) holds rank 0, which trained
+# in a world of numNodes × numProcPerNode processes and reported its evaluation.
+check_node0_log() {
+  local nodes nproc log
+  nodes=$(kubectl get trainjob "$1" -n "$trainjob_namespace" -o jsonpath='{.spec.trainer.numNodes}')
+  nproc=$(kubectl get trainjob "$1" -n "$trainjob_namespace" -o jsonpath='{.spec.trainer.numProcPerNode}')
+  log=$(kubectl logs -n "$trainjob_namespace" -c node --tail=-1 \
+    -l "jobset.sigs.k8s.io/jobset-name=$1,batch.kubernetes.io/job-completion-index=0")
+  grep -E "^World Size: $((nodes * nproc))\. Rank: 0\." <<<"$log" ||
+    { echo "no rank 0 of $1 trained in a world of $((nodes * nproc))" >&2; return 1; }
+  grep -E '^epoch=[0-9]+ accuracy=[0-9.]+ val_loss=[0-9.]+$' <<<"$log" ||
+    { echo "node 0 of $1 printed no evaluation line (epoch=N accuracy=… val_loss=…)" >&2; return 1; }
 }
 
 # check_rank0_log JOB: rank 0 reported its evaluation, in a process group of every process the spec
@@ -248,12 +331,13 @@ run_job() {
   job_pods "$release" -o wide
 }
 
-# run_helm_test RELEASE: the chart's test pod checks the model and metrics on the volume.
+# run_helm_test RELEASE [NAMESPACE]: the chart's test pod checks the model and metrics on the volume.
 # No --logs: Helm 3 deletes a passed test's pod before reading its logs (helm/helm#9098) and then
 # fails; a failed test's pod is kept and its log printed here.
 run_helm_test() {
-  helm test "$1" -n "$workload_namespace" --timeout 10m \
-    || { kubectl logs "$1-check-run" -n "$workload_namespace" || true; return 1; }
+  local namespace=${2:-$workload_namespace}
+  helm test "$1" -n "$namespace" --timeout 10m \
+    || { kubectl logs "$1-check-run" -n "$namespace" || true; return 1; }
 }
 
 step "kind cluster $cluster"
@@ -282,24 +366,15 @@ step "trainer image $image"
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   IMG="$image" VARIANT=cpu CONTAINER_TOOL=docker "$repo/ci/build-image.sh"
 fi
-kind load docker-image "$image" --name "$cluster" --nodes "$workers"
+# The nodes' platform: a preloaded image of another one would be used (IfNotPresent) and fail to run.
+platform=$(docker version --format '{{.Server.Os}}/{{.Server.Arch}}')
+# pullPolicy Never below: the nodes must have it, so no warning-only fallback here.
+load_image "$image"
 
 step "operator images (pulled once, loaded into the nodes)"
 operator_images=$(chart_images "$operator_release" "$operator_chart" -n "$operator_namespace" -f "$operator_values")
 [[ -n "$operator_images" ]] || { echo "found no images in the rendered training-operator chart" >&2; exit 1; }
-# The nodes' platform: a preloaded image of another one would be used (IfNotPresent) and fail to run.
-platform=$(docker version --format '{{.Server.Os}}/{{.Server.Arch}}')
-while read -r operator_image; do
-  # `kind load docker-image` fails on pulled multi-platform images under Docker's containerd image
-  # store (its archive names platforms never pulled: kubernetes-sigs/kind#3795), so save the one
-  # platform. To a file, not a pipe: kind opens the archive once per node. The nodes can still pull
-  # the images (IfNotPresent), so a failed preload only costs time.
-  docker pull --quiet --platform "$platform" "$operator_image" &&
-    docker image save --platform "$platform" -o "$archives/image.tar" "$operator_image" &&
-    kind load image-archive "$archives/image.tar" --name "$cluster" --nodes "$workers" ||
-    echo "warning: could not preload $operator_image; the nodes will pull it" >&2
-  rm -f "$archives/image.tar"
-done <<<"$operator_images"
+preload_images "$operator_images"
 
 step "install the training-operator"
 restricted_namespace "$operator_namespace"
@@ -351,6 +426,36 @@ step "an elastic torchrun job (c10d rendezvous, 1 Master + 2 Workers)"
 run_job "$elastic_release" -f "$elastic_values"
 run_helm_test "$elastic_release"
 
+step "Kubeflow Trainer v2 $trainer_chart_version (upstream's chart, with JobSet and the torch-distributed runtime)"
+trainer_args=(--version "$trainer_chart_version" -n "$trainer_namespace" --set runtimes.torchDistributed.enabled=true)
+# The runtime's own default image (pytorch/pytorch, gigabytes) never runs: the TrainJob sets its image.
+trainer_images=$(chart_images "$trainer_release" "$trainer_chart" "${trainer_args[@]}" | { grep -v '^pytorch/' || true; })
+preload_images "$trainer_images"
+helm install "$trainer_release" "$trainer_chart" "${trainer_args[@]}" --create-namespace --wait --timeout 10m
+# The runtimes come from a hook once the controller is up.
+wait_until 300 "the torch-distributed ClusterTrainingRuntime" kubectl get clustertrainingruntime torch-distributed
+
+step "pytorchjob-mnist with jobKind TrainJob"
+restricted_namespace "$trainjob_namespace"
+# Trainer's webhook may refuse TrainJobs for a moment after its install, and a failed `helm install`
+# leaves a release that blocks the next: wait until it admits ours in a server-side dry run.
+wait_until 120 "Trainer's webhook to admit the TrainJob" trainjob_admitted
+helm install "$trainjob_release" "$workload_chart" -n "$trainjob_namespace" -f "$trainjob_values" "${local_image[@]}"
+wait_for_trainjob "$trainjob_release"
+check_node0_log "$trainjob_release"
+kubectl get pods -n "$trainjob_namespace" -l "jobset.sigs.k8s.io/jobset-name=$trainjob_release" -o wide
+run_helm_test "$trainjob_release" "$trainjob_namespace"
+
+step "one training through the Kubeflow SDK $sdk_version"
+kubectl create namespace "$sdk_namespace"
+# A virtualenv of the SDK alone (make e2e has no dev venv); finish removes it with the archives.
+python3 -m venv "$archives/sdk"
+"$archives/sdk/bin/pip" install --quiet "kubeflow==$sdk_version"
+# ci/kind/sdk_train.py (written with the local runner's SDK tests) submits a TrainJob of the trainer
+# image with TrainerClient().train, waits for Complete and reads node 0's log with get_job_logs. The
+# SDK reads the kube context from KUBECONFIG's current context, which kind create cluster set.
+"$archives/sdk/bin/python" "$repo/ci/kind/sdk_train.py" --image "$image" --namespace "$sdk_namespace"
+
 step "uninstall and check for leftovers"
 # persistence.keep (default true) keeps the claim with the trained model; nothing else may remain.
 uninstall_leaving_only "$workload_release" "$workload_namespace" "training.kubeflow.org/job-name=$workload_release" \
@@ -358,9 +463,12 @@ uninstall_leaving_only "$workload_release" "$workload_namespace" "training.kubef
 uninstall_leaving_only "$two_nodes_release" "$workload_namespace" "training.kubeflow.org/job-name=$two_nodes_release" ""
 uninstall_leaving_only "$elastic_release" "$workload_namespace" "training.kubeflow.org/job-name=$elastic_release" \
   "persistentvolumeclaim/$elastic_release-storage"
+uninstall_leaving_only "$trainjob_release" "$trainjob_namespace" "jobset.sigs.k8s.io/jobset-name=$trainjob_release" \
+  "persistentvolumeclaim/$trainjob_release-storage"
 # crds.keep keeps the CRD, so uninstalling the operator never deletes users' jobs; then delete it here.
 uninstall_leaving_only "$operator_release" "$operator_namespace" "app.kubernetes.io/instance=$operator_release" \
   "customresourcedefinition.apiextensions.k8s.io/pytorchjobs.kubeflow.org"
-kubectl delete namespace "$workload_namespace" "$operator_namespace" --wait --timeout 2m
+kubectl delete namespace "$workload_namespace" "$operator_namespace" "$trainjob_namespace" "$sdk_namespace" --wait --timeout 2m
+helm uninstall "$trainer_release" -n "$trainer_namespace" --wait --timeout 5m
 
 step "e2e passed"

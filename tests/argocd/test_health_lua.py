@@ -18,11 +18,14 @@ from tests.support.paths import REPO
 ARGOCD = REPO / "ci" / "argocd"
 CUSTOMIZATIONS = ARGOCD / "resource_customizations"
 PYTORCHJOB_CHECK = CUSTOMIZATIONS / "kubeflow.org" / "PyTorchJob"
+TRAINJOB_CHECK = CUSTOMIZATIONS / "trainer.kubeflow.org" / "TrainJob"
 APPLICATION_CHECK = CUSTOMIZATIONS / "argoproj.io" / "Application"
 CM_PATCH = ARGOCD / "argocd-cm-patch.yaml"
 APPS = {p.stem: p for p in sorted((ARGOCD / "apps").glob("*.yaml"))}
 # Every condition type the training-operator v1 sets on a job (pkg/util/status.go).
 PYTORCHJOB_CONDITION_TYPES = {"Created", "Running", "Restarting", "Succeeded", "Suspended", "Failed"}
+# Every condition type Kubeflow Trainer v2 sets on a TrainJob.
+TRAINJOB_CONDITION_TYPES = {"Suspended", "Complete", "Failed"}
 # chart-testing's lintconf, but strict about line length: these files are read by people.
 YAMLLINT = yamllint_config.YamlLintConfig("""
 extends: default
@@ -57,7 +60,7 @@ def health_cases(check_dir: Path) -> list[tuple[Path, dict, dict]]:
 
 ALL_CASES = [
     pytest.param(check_dir, obj, expected, id=f"{check_dir.name}/{path.stem}")
-    for check_dir in (PYTORCHJOB_CHECK, APPLICATION_CHECK)
+    for check_dir in (PYTORCHJOB_CHECK, TRAINJOB_CHECK, APPLICATION_CHECK)
     for path, obj, expected in health_cases(check_dir)
 ]
 
@@ -68,7 +71,7 @@ def test_health_check_gives_the_expected_status(check_dir: Path, obj: dict, expe
     assert run_health_check(script, obj) == expected
 
 
-@pytest.mark.parametrize("check_dir", [PYTORCHJOB_CHECK, APPLICATION_CHECK], ids=lambda p: p.name)
+@pytest.mark.parametrize("check_dir", [PYTORCHJOB_CHECK, TRAINJOB_CHECK, APPLICATION_CHECK], ids=lambda p: p.name)
 def test_every_testdata_object_is_a_case(check_dir: Path):
     used = {path.name for path, _, _ in health_cases(check_dir)}
     present = {p.name for p in (check_dir / "testdata").glob("*.yaml")}
@@ -94,14 +97,38 @@ def test_pytorchjob_testdata_are_valid_pytorchjobs(helm):
         validate_custom_object(crd, obj)
 
 
-def test_a_condition_without_message_falls_back_to_its_reason():
-    script = (PYTORCHJOB_CHECK / "health.lua").read_text()
+def test_trainjob_cases_cover_every_condition_type_and_health_status():
+    cases = health_cases(TRAINJOB_CHECK)
+    true_types = {
+        c["type"] for _, obj, _ in cases for c in obj.get("status", {}).get("conditions", []) if c["status"] == "True"
+    }
+    assert true_types == TRAINJOB_CONDITION_TYPES
+    assert {"Healthy", "Degraded", "Progressing", "Suspended"} == {e["status"] for _, _, e in cases}
+    assert any("status" not in obj for _, obj, _ in cases), "a job Trainer has not seen yet"
+    assert any("conditions" not in obj.get("status", {"conditions": []}) for _, obj, _ in cases), (
+        "a running job: Trainer v2 sets no Running condition"
+    )
+
+
+def test_trainjob_testdata_are_valid_trainjobs():
+    """Full objects, as Argo CD would read them: upstream's generated models keep every field."""
+    from kubeflow_trainer_api.models import TrainerV1alpha1TrainJob
+
+    for path, obj, _ in health_cases(TRAINJOB_CHECK):
+        model = TrainerV1alpha1TrainJob.from_dict(obj)
+        assert model.model_dump(mode="json", by_alias=True, exclude_none=True) == obj, path.name
+
+
+@pytest.mark.parametrize("check_dir", [PYTORCHJOB_CHECK, TRAINJOB_CHECK], ids=lambda p: p.name)
+def test_a_condition_without_message_falls_back_to_its_reason(check_dir: Path):
+    script = (check_dir / "health.lua").read_text()
     job = {"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}}
     assert run_health_check(script, job) == {"status": "Degraded", "message": "BackoffLimitExceeded"}
 
 
-def test_unknown_condition_types_do_not_break_the_check():
-    script = (PYTORCHJOB_CHECK / "health.lua").read_text()
+@pytest.mark.parametrize("check_dir", [PYTORCHJOB_CHECK, TRAINJOB_CHECK], ids=lambda p: p.name)
+def test_unknown_condition_types_do_not_break_the_check(check_dir: Path):
+    script = (check_dir / "health.lua").read_text()
     job = {"status": {"conditions": [{"type": "SomethingNew", "status": "True"}]}}
     assert run_health_check(script, job)["status"] == "Progressing"
 
@@ -118,6 +145,7 @@ def cm_patch() -> dict:
     "key, check_dir",
     [
         ("resource.customizations.health.kubeflow.org_PyTorchJob", PYTORCHJOB_CHECK),
+        ("resource.customizations.health.trainer.kubeflow.org_TrainJob", TRAINJOB_CHECK),
         ("resource.customizations.health.argoproj.io_Application", APPLICATION_CHECK),
     ],
 )
@@ -138,6 +166,7 @@ def test_cm_patch_targets_argocd_cm():
     )
     assert set(patch["data"]) == {
         "resource.customizations.health.kubeflow.org_PyTorchJob",
+        "resource.customizations.health.trainer.kubeflow.org_TrainJob",
         "resource.customizations.health.argoproj.io_Application",
     }
 
@@ -199,14 +228,17 @@ def test_sync_options():
     assert application("pytorchjob-mnist")["spec"]["source"]["helm"]["skipTests"] is True
 
 
-def render_application(helm, name: str) -> list[dict]:
+def render_application(helm, name: str, **parameters) -> list[dict]:
+    """The manifests Argo CD renders for the Application, with some of its Helm parameters changed."""
     app = application(name)
     source = app["spec"]["source"]
     helm_source = source.get("helm", {})
+    app_parameters = {p["name"]: p["value"] for p in helm_source.get("parameters", [])}
+    assert set(parameters) <= set(app_parameters), "change only parameters the Application has"
     return helm.render(
         REPO / source["path"],
         values_files=tuple(REPO / source["path"] / f for f in helm_source.get("valueFiles", [])),
-        set_values={p["name"]: p["value"] for p in helm_source.get("parameters", [])},
+        set_values=app_parameters | parameters,
         release=helm_source.get("releaseName", name),
         namespace=app["spec"]["destination"]["namespace"],
     )
@@ -250,3 +282,14 @@ def test_the_workload_application_renders_a_pytorchjob(helm):
     assert "ttlSecondsAfterFinished" not in jobs[0]["spec"].get("runPolicy", {}), (
         "self-heal would recreate a TTL-deleted job and train forever"
     )
+
+
+def test_the_workload_application_deploys_a_trainjob_by_its_jobkind_parameter(helm):
+    """Set to TrainJob, the same Application renders one Kubeflow Trainer v2 job instead, recreated
+    on a values change like the PyTorchJob (a TrainJob's trainer is immutable, so it must be)."""
+    docs = render_application(helm, "pytorchjob-mnist", jobKind="TrainJob")
+    assert by_kind(docs, "PyTorchJob") == []
+    (job,) = by_kind(docs, "TrainJob")
+    assert job["spec"]["trainer"]["image"].rsplit(":", 1)[0] == "registry.example.com/ml/trainer"
+    sync_options = job["metadata"]["annotations"]["argocd.argoproj.io/sync-options"].split(",")
+    assert {"Replace=true", "Force=true", "SkipDryRunOnMissingResource=true"} <= set(sync_options)

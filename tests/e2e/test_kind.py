@@ -47,11 +47,12 @@ def e2e_skip_reason() -> str | None:
 
 
 def e2e_timeout() -> int:
-    """Seconds for ci/e2e-kind.sh: above the sum of its own time limits (3 jobs × JOB_TIMEOUT, 2 helm
-    tests × 10 min, 4 uninstalls × 7 min, the operator install, cluster, webhook and namespace waits
-    about 15 min), plus 30 min for the image build, pulls and loads, which have none."""
+    """Seconds for ci/e2e-kind.sh: above the sum of its own time limits (4 jobs and the SDK's run × JOB_TIMEOUT,
+    3 helm tests × 10 min, 5 uninstalls × 7 min, the operator and Trainer v2 installs, cluster, runtime,
+    webhook and namespace waits about 35 min), plus 40 min for the image build, pulls, loads and the
+    SDK's virtualenv, which have none."""
     job_timeout = int(os.environ.get("JOB_TIMEOUT", "900"))
-    return 3 * job_timeout + (20 + 28 + 15 + 30) * 60
+    return 5 * job_timeout + (30 + 35 + 35 + 40) * 60
 
 
 # After SIGTERM the script prints its diagnostics and deletes the kind cluster (its EXIT trap).
@@ -89,7 +90,7 @@ def test_kind_cluster_has_one_control_plane_and_two_workers():
 
 
 def test_the_values_files_the_e2e_installs_exist():
-    for name in ("operator_values", "workload_values", "two_nodes_values", "elastic_values"):
+    for name in ("operator_values", "workload_values", "two_nodes_values", "elastic_values", "trainjob_values"):
         assert os.path.isfile(script_setting(name)), f"{name} = {script_setting(name)} is missing"
 
 
@@ -277,6 +278,7 @@ LEFTOVER_RESOURCE = {
     "Service": "all",
     "Deployment": "all",
     "PyTorchJob": "pytorchjobs",
+    "TrainJob": "trainjobs",
     "PersistentVolumeClaim": "pvc",
     "ConfigMap": "configmaps",
     "NetworkPolicy": "networkpolicies",
@@ -303,6 +305,7 @@ def leftover_resources() -> set[str]:
         ("training-operator", "operator_release", "operator_namespace", "operator_values"),
         ("pytorchjob-mnist", "workload_release", "workload_namespace", "workload_values"),
         ("pytorchjob-mnist", "elastic_release", "workload_namespace", "elastic_values"),
+        ("pytorchjob-mnist", "trainjob_release", "trainjob_namespace", "trainjob_values"),
     ],
 )
 def test_the_leftover_check_sees_everything_the_charts_install(helm, chart, release, namespace, values):
@@ -332,3 +335,46 @@ def test_the_leftover_check_fails_when_any_of_its_queries_does():
     queries = re.findall(r"kubectl get (?:[^\n]*\\\n)*[^\n]*", body)
     assert len(queries) == 2
     assert all(query.endswith("|| return 1") for query in queries), queries
+
+
+def test_the_trainjob_release_is_the_job_the_script_waits_for_and_checks(helm):
+    """The script waits on trainjob/<release>, reads the log of container `node` of JobSet's completion
+    index 0, and expects the <release>-storage claim (kept) to be all that the uninstall leaves."""
+    release, namespace = script_setting("trainjob_release"), script_setting("trainjob_namespace")
+    docs = helm.render(
+        WORKLOAD_CHART, release=release, namespace=namespace, values_files=(script_setting("trainjob_values"),)
+    )
+    (job,) = by_kind(docs, "TrainJob")
+    assert job["metadata"]["name"] == release and by_kind(docs, "PyTorchJob") == []
+    assert job["spec"]["runtimeRef"]["name"] == "torch-distributed", "the runtime the script enables"
+    (patch,) = job["spec"]["runtimePatches"]
+    (replicated_job,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    assert [c["name"] for c in replicated_job["template"]["spec"]["template"]["spec"]["containers"]] == ["node"]
+    assert "-c node" in SCRIPT_TEXT and "batch.kubernetes.io/job-completion-index=0" in SCRIPT_TEXT
+    assert [c["metadata"]["name"] for c in by_kind(docs, "PersistentVolumeClaim")] == [f"{release}-storage"]
+    assert by_kind(docs, "Pod"), "a helm test pod for run_helm_test"
+    assert (
+        "--show-only templates/trainjob.yaml" in SCRIPT_TEXT
+        and (WORKLOAD_CHART / "templates" / "trainjob.yaml").is_file()
+    )
+
+
+def test_trainer_v2_comes_from_upstreams_chart_with_the_torch_runtime():
+    assert script_setting("trainer_chart") == "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
+    assert script_setting("trainer_chart_version") == "2.3.0"
+    assert "--set runtimes.torchDistributed.enabled=true" in SCRIPT_TEXT
+    assert "clustertrainingruntime torch-distributed" in SCRIPT_TEXT
+
+
+def test_the_sdk_run_calls_the_driver_with_the_image_and_namespace():
+    """ci/kind/sdk_train.py comes with the local runner's SDK tests; the script installs the SDK it needs."""
+    assert re.search(r'ci/kind/sdk_train\.py" --image "\$image" --namespace "\$sdk_namespace"', SCRIPT_TEXT)
+    assert re.search(r'pip" install --quiet "kubeflow==\$sdk_version"', SCRIPT_TEXT)
+    assert script_setting("sdk_version") == "0.5.0"
+
+
+def test_the_local_image_falls_back_to_an_archive():
+    """`kind load docker-image` fails on some images under Docker's containerd store (kind#3795)."""
+    body = re.search(r"^load_image\(\) \{\n(.*?)^\}", SCRIPT_TEXT, re.M | re.S).group(1)
+    assert "kind load docker-image" in body and "docker image save" in body and "kind load image-archive" in body
+    assert re.search(r'^load_image "\$image"$', SCRIPT_TEXT, re.M)
