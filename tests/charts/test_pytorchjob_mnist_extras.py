@@ -66,7 +66,7 @@ def test_run_id_changes_with_what_shapes_the_run_and_only_then(helm, tmp_path, d
     default = flag(trainer_container(default_docs)["args"], "--run-id")
     assert re.fullmatch(r"[0-9a-f]{16}", default)
     assert run_id({"tensorboard": {"enabled": True}, "tests": {"minAccuracy": 0.9}}) == default
-    assert run_id({"training": {"lr": "0.01"}}) == default, "--set passes decimals as strings"
+    assert run_id({"training": {"lr": "0.01"}}) == run_id({"training": {"lr": 0.01}}), "--set passes decimals as strings"
     changed = [run_id(values) for values in ({"training": {"epochs": 2}}, {"workers": 2},
                                              {"image": {"tag": "0.2.0-cpu"}}, {"torchrun": {"enabled": True}})]
     assert default not in changed and len(set(changed)) == len(changed)
