@@ -76,7 +76,7 @@ def test_a_port_whose_last_connection_is_in_time_wait_is_free():
             client.recv(1)
     with socket.socket() as plain, pytest.raises(OSError):
         plain.bind(("127.0.0.1", port))  # a bind without SO_REUSEADDR still fails
-    pod = SimpleNamespace(injected_env=(("MASTER_PORT", str(port)),))
+    pod = SimpleNamespace(injected_env=(("PET_MASTER_PORT", str(port)),))
     assert busy_ports([pod]) == []
 
 

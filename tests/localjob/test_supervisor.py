@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ci.localjob.jobs import PyTorchJobModel
 from ci.localjob.pods import LocalPod
 from ci.localjob.supervisor import JobRunner, exit_code, retryable
 from tests.support.paths import REPO
@@ -88,11 +89,13 @@ DRIVER = """
 import pickle, signal, sys
 from pathlib import Path
 from ci.localjob import supervisor
+from ci.localjob.jobs import PyTorchJobModel
 signal.signal(signal.SIGINT, signal.default_int_handler)
 signal.signal(signal.SIGHUP, signal.SIG_DFL)
 supervisor.STOP_TIMEOUT_SECONDS = float(sys.argv[2])
 pods = pickle.loads(Path(sys.argv[1]).read_bytes())
-result = supervisor.JobRunner("job", pods, Path(sys.argv[1]).parent / "run", backoff_limit=None).run()
+job = PyTorchJobModel({"kind": "PyTorchJob", "metadata": {"name": "job"}, "spec": {}})
+result = supervisor.JobRunner(job, pods, Path(sys.argv[1]).parent / "run").run()
 print(f"{result.state}: {result.reason}", flush=True)
 """
 
@@ -112,11 +115,20 @@ def pod(
     )
 
 
-def run(tmp_path: Path, pods: list[LocalPod], backoff_limit: int | None = 3, grace_seconds: float = 0, **kwargs):
+def pytorchjob(
+    backoff_limit: int | None = 3, active_deadline_seconds: int | None = None, elastic: bool = False
+) -> PyTorchJobModel:
+    """A PyTorchJob named job with these run settings (the pods are given to the runner apart)."""
+    run_policy = {"backoffLimit": backoff_limit, "activeDeadlineSeconds": active_deadline_seconds}
+    spec = {"runPolicy": {k: v for k, v in run_policy.items() if v is not None}}
+    if elastic:
+        spec["elasticPolicy"] = {}
+    return PyTorchJobModel({"kind": "PyTorchJob", "metadata": {"name": "job"}, "spec": spec})
+
+
+def run(tmp_path: Path, pods: list[LocalPod], grace_seconds: float = 0, **run_settings):
     out = io.StringIO()
-    result = JobRunner(
-        "job", pods, tmp_path / "run", backoff_limit=backoff_limit, grace_seconds=grace_seconds, out=out, **kwargs
-    ).run()
+    result = JobRunner(pytorchjob(**run_settings), pods, tmp_path / "run", grace_seconds=grace_seconds, out=out).run()
     return result, out.getvalue()
 
 
@@ -408,10 +420,9 @@ class _InterruptOnce(io.StringIO):
 def test_ctrl_c_while_waiting_for_stragglers_keeps_the_job_succeeded(tmp_path):
     out = _InterruptOnce("waiting up to")
     result = JobRunner(
-        "job",
+        pytorchjob(),
         [pod(tmp_path, "job-master-0", "0"), pod(tmp_path, "job-worker-0", "sleep", "Worker")],
         tmp_path / "run",
-        backoff_limit=3,
         grace_seconds=30,
         out=out,
     ).run()
