@@ -78,9 +78,15 @@ The schema has already checked the quantity's form.
 {{- if ne .Values.backend "auto" }}{{ .Values.backend }}{{ else if gt (int .Values.gpu) 0 }}nccl{{ else }}gloo{{ end }}
 {{- end }}
 
-{{/* spec.nprocPerNode: the explicit value, else one process per GPU with torchrun and 1 without. */}}
+{{/* "true" when the trainer runs under torchrun: torchrun.enabled, or always for a TrainJob, whose
+runtime starts the command as it is and leaves the process group to torchrun's PET_* variables. */}}
+{{- define "pytorchjob-mnist.torchrun" -}}
+{{- if or .Values.torchrun.enabled (eq .Values.jobKind "TrainJob") }}true{{ end }}
+{{- end }}
+
+{{/* Processes per pod: the explicit value, else one process per GPU with torchrun and 1 without. */}}
 {{- define "pytorchjob-mnist.nprocPerNode" -}}
-{{- if .Values.nprocPerNode }}{{ .Values.nprocPerNode }}{{ else if .Values.torchrun.enabled }}{{ max 1 (int .Values.gpu) }}{{ else }}1{{ end }}
+{{- if .Values.nprocPerNode }}{{ .Values.nprocPerNode }}{{ else if include "pytorchjob-mnist.torchrun" . }}{{ max 1 (int .Values.gpu) }}{{ else }}1{{ end }}
 {{- end }}
 
 {{- define "pytorchjob-mnist.claimName" -}}
@@ -139,14 +145,14 @@ TensorBoard and the test pod can join the trainers on a single-node volume's GPU
 {{- end }}
 
 {{/*
-Pod spec fields shared by every pod that mounts the volume (trainers, TensorBoard, test): pull
-secrets, pod security context, nodeSelector, tolerations and affinity, at column 0.
+Pod spec fields shared by every pod that mounts the volume (trainers, TensorBoard, test): service
+account, pull secrets, pod security context, nodeSelector, tolerations and affinity, at column 0.
+These are also all a TrainJob's runtimePatches accept of them.
 */}}
-{{- define "pytorchjob-mnist.sharedPodSpec" -}}
+{{- define "pytorchjob-mnist.placementPodSpec" -}}
 {{- with .Values.serviceAccount.name }}
 serviceAccountName: {{ . }}
 {{- end }}
-automountServiceAccountToken: {{ .Values.serviceAccount.automountToken }}
 {{- with .Values.image.pullSecrets }}
 imagePullSecrets:
   {{- range . }}
@@ -169,6 +175,12 @@ tolerations:
 affinity:
   {{- . | nindent 2 }}
 {{- end }}
+{{- end }}
+
+{{/* placementPodSpec plus the service account token's mount, which a runtime patch cannot set. */}}
+{{- define "pytorchjob-mnist.sharedPodSpec" -}}
+automountServiceAccountToken: {{ .Values.serviceAccount.automountToken }}
+{{- include "pytorchjob-mnist.placementPodSpec" . }}
 {{- end }}
 
 {{/* Cluster-scoped, so the namespace is part of the name. */}}
@@ -233,14 +245,14 @@ writes as 1e+06. */}}
 
 {{/*
 Names this run's results: a digest of what shapes the run (the trainer's flags as rendered, so
-`--set lr=0.01` and `lr: 0.01` agree; replicas, processes per pod, torchrun and the image). The
+`--set lr=0.01` and `lr: 0.01` agree; replicas, processes per pod, torchrun, the image and the job kind). The
 trainer records it in metrics.json, so `helm test` waits for a file from a run of these values
 instead of passing on one that other values left on the volume.
 */}}
 {{- define "pytorchjob-mnist.runId" -}}
 {{- dict "flags" (include "pytorchjob-mnist.trainingFlags" .) "extraArgs" (default list .Values.training.extraArgs)
-  "workers" (int .Values.workers) "nprocPerNode" (include "pytorchjob-mnist.nprocPerNode" .) "torchrun" .Values.torchrun.enabled
-  "image" (include "pytorchjob-mnist.image" .)
+  "workers" (int .Values.workers) "nprocPerNode" (include "pytorchjob-mnist.nprocPerNode" .)
+  "torchrun" (eq (include "pytorchjob-mnist.torchrun" .) "true") "image" (include "pytorchjob-mnist.image" .) "jobKind" .Values.jobKind
   | toJson | sha256sum | trunc 16 }}
 {{- end }}
 
@@ -286,15 +298,136 @@ they cannot resume. extraArgs come last so that a user's flags win.
 {{- toYaml $resources }}
 {{- end }}
 
+{{/* Who owns the TrainJob's runtime patch (its `manager`, a domain-prefixed path). */}}
+{{- define "pytorchjob-mnist.runtimePatchManager" -}}
+pytorchjob-mnist.github.io/chart
+{{- end }}
+
+{{/*
+The values a TrainJob has no field for, with their defaults in values.yaml (a test keeps the two
+alike) and why: a TrainJob ignores them at these defaults and refuses any other value.
+*/}}
+{{- define "pytorchjob-mnist.v1OnlyValues" -}}
+restartPolicy: {default: OnFailure, why: "the runtime's Job template sets the pods' restartPolicy (JobSet's default is OnFailure)"}
+runPolicy.backoffLimit: {default: 3, why: "the runtime's Job template sets backoffLimit"}
+runPolicy.cleanPodPolicy: {default: None, why: "a TrainJob keeps its finished pods"}
+runPolicy.ttlSecondsAfterFinished: {default: null, why: "a TrainJob has no TTL; delete it with kubectl delete trainjob"}
+runPolicy.schedulingPolicy.minAvailable: {default: null, why: "gang scheduling is the runtime's podGroupPolicy"}
+runPolicy.schedulingPolicy.queue: {default: "", why: "gang scheduling is the runtime's podGroupPolicy"}
+runPolicy.schedulingPolicy.priorityClass: {default: "", why: "gang scheduling is the runtime's podGroupPolicy"}
+runPolicy.schedulingPolicy.scheduleTimeoutSeconds: {default: null, why: "gang scheduling is the runtime's podGroupPolicy"}
+schedulerName: {default: "", why: "runtimePatches cannot set a pod's schedulerName"}
+priorityClassName: {default: "", why: "runtimePatches cannot set a pod's priorityClassName"}
+workingDir: {default: "", why: "a TrainJob's trainer has no workingDir (the chart's flags use absolute paths on the volume)"}
+{{- end }}
+
+{{/* The trainer pod's labels: the selector labels (which the single-node podAffinity and the
+NetworkPolicy match), its component and the user's. */}}
+{{- define "pytorchjob-mnist.trainerPodLabels" -}}
+{{ include "pytorchjob-mnist.selectorLabels" . }}
+app.kubernetes.io/component: trainer
+{{- with .Values.labels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* The trainer container's command as a YAML list, empty for the image's entrypoint: the user's
+command; else torchrun that exits with its failed worker's code, not always 1, for restartPolicy
+ExitCode; else the image's entrypoint, spelled out behind a wrapper. */}}
+{{- define "pytorchjob-mnist.trainerCommand" -}}
+{{- if .Values.command }}
+{{- toYaml .Values.command }}
+{{- else if or (include "pytorchjob-mnist.torchrun" .) .Values.wrapCommand }}
+{{- $trainer := ternary (list "python" "-m" "trainer.torchrun" "--module" "trainer") (list "python" "-m" "trainer") (eq (include "pytorchjob-mnist.torchrun" .) "true") }}
+{{- concat .Values.wrapCommand $trainer | toYaml }}
+{{- end }}
+{{- end }}
+
+{{/* The trainer container's args as a YAML list, empty for none: the user's args, else the
+generated flags, which are the trainer's: a user's own command gets only its own args. */}}
+{{- define "pytorchjob-mnist.trainerContainerArgs" -}}
+{{- if .Values.args }}
+{{- toYaml .Values.args }}
+{{- else if not .Values.command }}
+{{- include "pytorchjob-mnist.trainerArgs" . }}
+{{- end }}
+{{- end }}
+
+{{/* The trainer container's env as a YAML list. Caches go to the writable emptyDir, wherever
+scratch.cachePath puts it: the image's own cache variables (docker/Dockerfile) are set again from it.
+The trainer sizes its threads to requests.cpu when there is no CPU limit (trainer/runtime.py). An
+`env` entry of the same name replaces the chart's (env is a keyed list: the API server refuses
+duplicates). The operator (v1) or the runtime (v2) appends MASTER_*, WORLD_SIZE, RANK and PET_*. */}}
+{{- define "pytorchjob-mnist.trainerEnv" -}}
+{{- $userEnv := list }}
+{{- range .Values.env }}{{ $userEnv = append $userEnv .name }}{{ end }}
+{{- $cache := .Values.scratch.cachePath }}
+{{- $chartEnv := list
+  (dict "name" "XDG_CACHE_HOME" "value" $cache)
+  (dict "name" "TORCH_HOME" "value" (printf "%s/torch" $cache))
+  (dict "name" "TRITON_HOME" "value" $cache)
+  (dict "name" "MPLCONFIGDIR" "value" (printf "%s/matplotlib" $cache))
+  (dict "name" "CUDA_CACHE_PATH" "value" (printf "%s/nv" $cache))
+  (dict "name" "TRAINER_CPU_REQUEST_MILLICORES"
+        "valueFrom" (dict "resourceFieldRef" (dict "resource" "requests.cpu" "divisor" "1m"))) }}
+{{- if not .Values.command }}
+{{- /* `python -m` would put the working directory, the shared volume, first on sys.path. */}}
+{{- $chartEnv = append $chartEnv (dict "name" "PYTHONSAFEPATH" "value" "1") }}
+{{- end }}
+{{- if .Values.elasticPolicy.enabled }}
+{{- /* torchrun's agents otherwise keep one store for every rendezvous round, so a restarted
+worker group reads the last round's gloo/NCCL addresses and fails to connect
+(pytorch/pytorch#135712). With this, each round's rank 0 serves a fresh store. */}}
+{{- $chartEnv = append $chartEnv (dict "name" "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" "value" "1") }}
+{{- end }}
+{{- $env := list }}
+{{- range $chartEnv }}{{ if not (has .name $userEnv) }}{{ $env = append $env . }}{{ end }}{{ end }}
+{{- concat $env (default list .Values.env) | toYaml }}
+{{- end }}
+
+{{/* The trainer container's volume mounts as a YAML list, for the volumes of trainerVolumes. */}}
+{{- define "pytorchjob-mnist.trainerVolumeMounts" -}}
+- name: storage
+  mountPath: {{ .Values.persistence.mountPath }}
+- name: tmp
+  mountPath: /tmp
+- name: cache
+  mountPath: {{ .Values.scratch.cachePath }}
+{{- if .Values.shm.enabled }}
+- name: dshm
+  mountPath: /dev/shm
+{{- end }}
+{{- end }}
+
+{{/* The trainer pod's volumes as a YAML list: the claim (or an emptyDir without persistence), the
+writable /tmp and cache dirs (the root filesystem is read-only) and the memory-backed /dev/shm. */}}
+{{- define "pytorchjob-mnist.trainerVolumes" -}}
+- name: storage
+  {{- if .Values.persistence.enabled }}
+  persistentVolumeClaim:
+    claimName: {{ include "pytorchjob-mnist.claimName" . }}
+  {{- else }}
+  emptyDir: {}
+  {{- end }}
+- name: tmp
+  emptyDir:
+    sizeLimit: {{ .Values.scratch.tmpSizeLimit }}
+- name: cache
+  emptyDir:
+    sizeLimit: {{ .Values.scratch.cacheSizeLimit }}
+{{- if .Values.shm.enabled }}
+- name: dshm
+  emptyDir:
+    medium: Memory
+    sizeLimit: {{ .Values.shm.sizeLimit }}
+{{- end }}
+{{- end }}
+
 {{/* The pod template shared by the Master and the Workers. */}}
 {{- define "pytorchjob-mnist.podTemplate" -}}
 metadata:
   labels:
-    {{- include "pytorchjob-mnist.selectorLabels" . | nindent 4 }}
-    app.kubernetes.io/component: trainer
-    {{- with .Values.labels }}
-    {{- toYaml . | nindent 4 }}
-    {{- end }}
+    {{- include "pytorchjob-mnist.trainerPodLabels" . | nindent 4 }}
   {{- with .Values.podAnnotations }}
   annotations:
     {{- toYaml . | nindent 4 }}
@@ -311,58 +444,19 @@ spec:
     - name: pytorch
       image: {{ include "pytorchjob-mnist.image" . | quote }}
       imagePullPolicy: {{ .Values.image.pullPolicy }}
-      {{- if .Values.command }}
+      {{- with include "pytorchjob-mnist.trainerCommand" . }}
       command:
-        {{- toYaml .Values.command | nindent 8 }}
-      {{- else if or .Values.torchrun.enabled .Values.wrapCommand }}
-      {{- /* torchrun that exits with its failed worker's code, not always 1, for restartPolicy ExitCode;
-      else the image's entrypoint, spelled out behind a wrapper. */}}
-      {{- $trainer := ternary (list "python" "-m" "trainer.torchrun" "--module" "trainer") (list "python" "-m" "trainer") .Values.torchrun.enabled }}
-      command:
-        {{- concat .Values.wrapCommand $trainer | toYaml | nindent 8 }}
+        {{- . | nindent 8 }}
       {{- end }}
-      {{- /* The generated flags are the trainer's: a user's own command gets only its own args. */}}
-      {{- if .Values.args }}
+      {{- with include "pytorchjob-mnist.trainerContainerArgs" . }}
       args:
-        {{- toYaml .Values.args | nindent 8 }}
-      {{- else if not .Values.command }}
-      args:
-        {{- include "pytorchjob-mnist.trainerArgs" . | nindent 8 }}
+        {{- . | nindent 8 }}
       {{- end }}
       {{- with include "pytorchjob-mnist.workingDir" . }}
       workingDir: {{ . }}
       {{- end }}
-      {{- /* Caches go to the writable emptyDir, wherever scratch.cachePath puts it: the image's own
-      cache variables (docker/Dockerfile) are set again from it. The trainer sizes its threads to
-      requests.cpu when there is no CPU limit (trainer/runtime.py). An `env` entry of the same name
-      replaces the chart's (env is a keyed list: the API server refuses duplicates). The operator
-      appends MASTER_*, WORLD_SIZE, RANK and PET_*. */}}
-      {{- $userEnv := list }}
-      {{- range .Values.env }}{{ $userEnv = append $userEnv .name }}{{ end }}
-      {{- $cache := .Values.scratch.cachePath }}
-      {{- $chartEnv := list
-        (dict "name" "XDG_CACHE_HOME" "value" $cache)
-        (dict "name" "TORCH_HOME" "value" (printf "%s/torch" $cache))
-        (dict "name" "TRITON_HOME" "value" $cache)
-        (dict "name" "MPLCONFIGDIR" "value" (printf "%s/matplotlib" $cache))
-        (dict "name" "CUDA_CACHE_PATH" "value" (printf "%s/nv" $cache))
-        (dict "name" "TRAINER_CPU_REQUEST_MILLICORES"
-              "valueFrom" (dict "resourceFieldRef" (dict "resource" "requests.cpu" "divisor" "1m"))) }}
-      {{- if not .Values.command }}
-      {{- /* `python -m` would put the working directory, the shared volume, first on sys.path. */}}
-      {{- $chartEnv = append $chartEnv (dict "name" "PYTHONSAFEPATH" "value" "1") }}
-      {{- end }}
-      {{- if .Values.elasticPolicy.enabled }}
-      {{- /* torchrun's agents otherwise keep one store for every rendezvous round, so a restarted
-      worker group reads the last round's gloo/NCCL addresses and fails to connect
-      (pytorch/pytorch#135712). With this, each round's rank 0 serves a fresh store. */}}
-      {{- $chartEnv = append $chartEnv (dict "name" "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" "value" "1") }}
-      {{- end }}
-      {{- $env := list }}
-      {{- range $chartEnv }}{{ if not (has .name $userEnv) }}{{ $env = append $env . }}{{ end }}{{ end }}
-      {{- $env = concat $env (default list .Values.env) }}
       env:
-        {{- toYaml $env | nindent 8 }}
+        {{- include "pytorchjob-mnist.trainerEnv" . | nindent 8 }}
       ports:
         - name: pytorchjob-port
           containerPort: 23456
@@ -376,36 +470,9 @@ spec:
         {{- toYaml . | nindent 8 }}
       {{- end }}
       volumeMounts:
-        - name: storage
-          mountPath: {{ .Values.persistence.mountPath }}
-        - name: tmp
-          mountPath: /tmp
-        - name: cache
-          mountPath: {{ .Values.scratch.cachePath }}
-        {{- if .Values.shm.enabled }}
-        - name: dshm
-          mountPath: /dev/shm
-        {{- end }}
+        {{- include "pytorchjob-mnist.trainerVolumeMounts" . | nindent 8 }}
   volumes:
-    - name: storage
-      {{- if .Values.persistence.enabled }}
-      persistentVolumeClaim:
-        claimName: {{ include "pytorchjob-mnist.claimName" . }}
-      {{- else }}
-      emptyDir: {}
-      {{- end }}
-    - name: tmp
-      emptyDir:
-        sizeLimit: {{ .Values.scratch.tmpSizeLimit }}
-    - name: cache
-      emptyDir:
-        sizeLimit: {{ .Values.scratch.cacheSizeLimit }}
-    {{- if .Values.shm.enabled }}
-    - name: dshm
-      emptyDir:
-        medium: Memory
-        sizeLimit: {{ .Values.shm.sizeLimit }}
-    {{- end }}
+    {{- include "pytorchjob-mnist.trainerVolumes" . | nindent 4 }}
 {{- end }}
 
 {{/* Keeps the volume: Helm on uninstall; Argo CD both on app deletion (it reads Helm's annotation

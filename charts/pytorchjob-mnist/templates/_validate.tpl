@@ -1,6 +1,6 @@
 {{/*
 Guards for combinations the schema cannot express. Each message names the value and the fix.
-Included once, from pytorchjob.yaml.
+Included once, from the job's template (pytorchjob.yaml or trainjob.yaml).
 */}}
 {{- define "pytorchjob-mnist.validate" -}}
 {{- $name := include "pytorchjob-mnist.fullname" . }}
@@ -12,8 +12,16 @@ Included once, from pytorchjob.yaml.
 {{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) }}
 {{- fail (printf "job name %q (the release name, or fullnameOverride) is not a DNS-1035 label: use lowercase letters, digits and '-', starting with a letter and ending with a letter or digit; set fullnameOverride to such a name" $name) }}
 {{- end }}
+{{- $trainJob := eq .Values.jobKind "TrainJob" }}
+{{- /* JobSet names a TrainJob's pods <name>-node-0-<index>-<5 random characters>, within 63. */}}
+{{- if and $trainJob (gt (len $name) 48) }}
+{{- fail (printf "TrainJob name %q has %d characters, the limit is 48: JobSet names its pods <name>-node-0-<index>-<5 characters> within 63; set fullnameOverride to a name of at most 48 characters" $name (len $name)) }}
+{{- end }}
 {{- /* Names that must be DNS-1035 labels (at most 63 characters): [what, name]. */}}
-{{- $labels := list (list "pod and Service name" (ternary (printf "%s-worker-%d" $name (sub $workers 1)) (printf "%s-master-0" $name) (gt $workers 0))) }}
+{{- $labels := list }}
+{{- if not $trainJob }}
+{{- $labels = append $labels (list "pod and Service name" (ternary (printf "%s-worker-%d" $name (sub $workers 1)) (printf "%s-master-0" $name) (gt $workers 0))) }}
+{{- end }}
 {{- if .Values.tensorboard.enabled }}
 {{- $labels = append $labels (list "TensorBoard Service name" (printf "%s-tensorboard" $name)) }}
 {{- end }}
@@ -32,7 +40,27 @@ Included once, from pytorchjob.yaml.
 {{- if and (hasSuffix "-cpu" (default "" .Values.image.tag)) (gt $gpu 0) }}
 {{- fail (printf "gpu: %d needs a CUDA image but image.tag %s is a CPU build (make image VARIANT=cpu); set image.tag to its -cuda build (make image VARIANT=cuda)" $gpu .Values.image.tag) }}
 {{- end }}
-{{- if not .Values.torchrun.enabled }}
+{{- if $trainJob }}
+{{- if .Values.elasticPolicy.enabled }}
+{{- fail "elasticPolicy.enabled with jobKind TrainJob: Trainer v2 removed elastic training (no elasticPolicy, no PET_RDZV_*); set elasticPolicy.enabled=false, or jobKind: PyTorchJob" }}
+{{- end }}
+{{- if not $nprocIsNumber }}
+{{- fail (printf "nprocPerNode: %s with jobKind TrainJob: trainer.numProcPerNode is an integer since Trainer v2.2; set nprocPerNode to a number of processes per pod, or leave it empty (one per GPU, else 1)" $nproc) }}
+{{- end }}
+{{- range .Values.env }}
+{{- if hasPrefix "PET_" .name }}
+{{- fail (printf "env: %s with jobKind TrainJob: Trainer v2 refuses PET_* variables in trainer.env, as the torch runtime sets them from numNodes and nprocPerNode; remove %s from env" .name .name) }}
+{{- end }}
+{{- end }}
+{{- range $path, $v1Only := include "pytorchjob-mnist.v1OnlyValues" . | fromYaml }}
+{{- $value := $.Values }}
+{{- range splitList "." $path }}{{ $value = index (default dict $value) . }}{{ end }}
+{{- if ne (toJson $value) (toJson $v1Only.default) }}
+{{- fail (printf "%s: %s with jobKind TrainJob has no TrainJob counterpart: %s; leave %s at its default (%s), or use jobKind: PyTorchJob (a custom runtime named by runtimeRef can carry it)" $path (toJson $value) $v1Only.why $path (toJson $v1Only.default)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if not (include "pytorchjob-mnist.torchrun" .) }}
 {{- if gt $gpu 1 }}
 {{- fail (printf "gpu: %d without torchrun would use only one GPU per replica; set torchrun.enabled=true (one process per GPU), or gpu to 1" $gpu) }}
 {{- end }}
