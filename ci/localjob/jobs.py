@@ -165,10 +165,13 @@ class TrainJobModel(JobModel):
         ]
 
     def describe(self) -> str:
-        runtime = (self.spec.get("runtimeRef") or {}).get("name", "?")
-        nproc = te.nproc_per_node(self.manifest)
-        # A custom runtime may differ (backoffLimit, restartPolicy): the runner only knows torch-distributed's.
-        return f"{te.num_nodes(self.manifest)} nodes × {nproc} processes (runtime {runtime}, run as torch-distributed)"
+        nodes = te.num_nodes(self.manifest)
+        text = f"{nodes} node{'s' * (nodes != 1)}, PET_NPROC_PER_NODE={te.nproc_per_node(self.manifest)}"
+        runtime = (self.spec.get("runtimeRef") or {}).get("name")
+        if runtime != te.RUNTIME:
+            # A custom runtime may differ (backoffLimit, restartPolicy): the runner only knows this one.
+            text += f"; runtime {runtime} run by {te.RUNTIME}'s rules"
+        return text
 
     @property
     def suspended(self) -> str | None:

@@ -9,6 +9,7 @@ import math
 
 from ci.localjob.quantity import cpu_millicores
 
+RUNTIME = "torch-distributed"
 # The torch runtime's one replicated job and its one container share this name.
 NODE = "node"
 MASTER_PORT = 29500
