@@ -1,10 +1,12 @@
-"""`python -m ci.localjob`: run the chart's PyTorchJob on this machine, no cluster needed.
+"""`python -m ci.localjob`: run the chart's PyTorchJob or TrainJob on this machine, no cluster needed.
 
     python -m ci.localjob [-f my-values.yaml] [--set training.epochs=2] [--port 29500]
+    python -m ci.localjob --set jobKind=TrainJob
 
-Renders charts/pytorchjob-mnist with Helm, starts every replica as a local process with the
-environment the training-operator would inject, streams their logs prefixed with the pod name,
-restarts failed replicas like the operator, and exits 0 when the job Succeeded, 1 when it Failed.
+Renders charts/pytorchjob-mnist with Helm, starts every pod as a local process with the environment
+the training-operator (PyTorchJob) or Trainer v2's torch plugin (TrainJob) would inject, streams their
+logs prefixed with the pod name, restarts failed pods as their controller would, and exits 0 when the
+job Succeeded (Complete, for a TrainJob), 1 when it Failed.
 State lives in <run-dir>/<release>/: volumes/<claim> (the "PVC"), pods/<pod>/ (emptyDirs, pid),
 logs/<pod>.log.
 """
@@ -18,8 +20,8 @@ import socket
 import sys
 from pathlib import Path
 
-from ci.localjob import operator_env as op
-from ci.localjob.pods import REPO, LocalPod, UnsupportedPod, plan_pods, with_port
+from ci.localjob.jobs import job_model
+from ci.localjob.pods import REPO, LocalPod, UnsupportedPod, plan_pods
 from ci.localjob.render import RenderError, find_helm, render_job
 from ci.localjob.supervisor import JobRunner
 
@@ -50,7 +52,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="Helm binary, a path or a command on PATH "
         "(default: $HELM, then $TOOLS_BIN/helm from `make tools`, then helm on PATH)",
     )
-    parser.add_argument("--port", type=int, help="use this port instead of the chart's pytorchjob-port (23456)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        help="use this port instead of the chart's pytorchjob-port (23456), or a TrainJob's master port (29500)",
+    )
     parser.add_argument("--run-dir", type=Path, default=Path(".run"), help="state directory (default: .run)")
     parser.add_argument(
         "--fresh",
@@ -86,8 +92,8 @@ def busy_ports(pods: list[LocalPod]) -> list[int]:
     ports = set()
     for pod in pods:
         env = dict(pod.injected_env)
-        if "MASTER_PORT" in env:
-            ports.add(int(env["MASTER_PORT"]))
+        if "PET_MASTER_PORT" in env:
+            ports.add(int(env["PET_MASTER_PORT"]))
         if "PET_RDZV_ENDPOINT" in env:
             ports.add(int(env["PET_RDZV_ENDPOINT"].rpartition(":")[2]))
     busy = []
@@ -120,7 +126,7 @@ def print_plan(pods: list[LocalPod], out) -> None:
         print(f"  command: {shlex.join(pod.argv)}", file=out)
         print(f"  cwd: {pod.cwd}", file=out)
         print(f"  restartPolicy: {pod.restart_policy}", file=out)
-        print("  operator env: " + " ".join(f"{k}={v}" for k, v in pod.injected_env), file=out)
+        print("  injected env: " + " ".join(f"{k}={v}" for k, v in pod.injected_env), file=out)
         for container_path, local in pod.mounts:
             print(f"  mount: {container_path} -> {local}", file=out)
 
@@ -129,9 +135,8 @@ def main(argv: list[str] | None = None, out=sys.stdout) -> int:
     args = parse_args(argv)
     run_dir = (args.run_dir / args.release).resolve()
     try:
-        job = render_job(find_helm(args.helm), args.chart, args.release, args.namespace, helm_arguments(args))
-        if args.port:
-            job = with_port(job, args.port)
+        manifest = render_job(find_helm(args.helm), args.chart, args.release, args.namespace, helm_arguments(args))
+        job = job_model(manifest, args.port)
         pods = plan_pods(job, run_dir, args.namespace)
     except (RenderError, UnsupportedPod, ValueError) as error:
         print(f"localjob: {error}", file=sys.stderr)
@@ -139,19 +144,14 @@ def main(argv: list[str] | None = None, out=sys.stdout) -> int:
     if args.print_env:
         print_plan(pods, out)
         return 0
-    run_policy = job["spec"].get("runPolicy") or {}
-    if run_policy.get("suspend"):
-        print(
-            "localjob: runPolicy.suspend is true, so the operator would start no pods; set runPolicy.suspend=false",
-            file=sys.stderr,
-        )
+    if job.suspended:
+        print(f"localjob: {job.suspended}", file=sys.stderr)
         return 2
     busy = busy_ports(pods)
     if busy:
         print(
             f"localjob: port {', '.join(map(str, busy))} is already in use on this machine; "
-            "stop what holds it or pass --port N (an elasticPolicy.rdzvPort of its own moves with "
-            "--set elasticPolicy.rdzvPort=N instead)",
+            f"stop what holds it or pass --port N{job.port_hint}",
             file=sys.stderr,
         )
         return 2
@@ -160,26 +160,14 @@ def main(argv: list[str] | None = None, out=sys.stdout) -> int:
     for stale in ("pods", "logs"):
         shutil.rmtree(run_dir / stale, ignore_errors=True)
 
-    runner = JobRunner(
-        job["metadata"]["name"],
-        pods,
-        run_dir,
-        backoff_limit=run_policy.get("backoffLimit"),
-        active_deadline_seconds=run_policy.get("activeDeadlineSeconds"),
-        elastic="elasticPolicy" in job["spec"],
-        grace_seconds=args.grace_seconds,
-        out=out,
-    )
-    runner.say(
-        f"PyTorchJob {job['metadata']['name']}: {len(pods)} pods "
-        f"({', '.join(f'{t} ×{n}' for t, n in _replica_counts(job).items())}); state in {run_dir}"
-    )
+    runner = JobRunner(job, pods, run_dir, grace_seconds=args.grace_seconds, out=out)
+    runner.say(f"{job.kind} {job.name}: {job.describe()}; state in {run_dir}")
     runner.say(f"pod names resolve to 127.0.0.1; claims are directories in {run_dir / 'volumes'}")
     for pod in pods:
         runner.say(f"{pod.name}: {' '.join(f'{k}={v}' for k, v in pod.injected_env)}")
     result = runner.run()
     runner.say(
-        f"PyTorchJob {job['metadata']['name']} {result.state}: {result.reason} "
+        f"{job.kind} {job.name} {result.state}: {result.reason} "
         f"(restarts: {result.restarts}, exit codes: {result.exit_codes})"
     )
     if result.succeeded and (outputs := _output_dir(pods[0])):
@@ -187,11 +175,7 @@ def main(argv: list[str] | None = None, out=sys.stdout) -> int:
     return 0 if result.succeeded else 1
 
 
-def _output_dir(master: LocalPod) -> str | None:
+def _output_dir(rank0: LocalPod) -> str | None:
     """The trainer's --output-dir (a local path now), unless custom args leave it out."""
-    argv = list(master.argv)
+    argv = list(rank0.argv)
     return argv[argv.index("--output-dir") + 1] if "--output-dir" in argv[:-1] else None
-
-
-def _replica_counts(job: dict) -> dict[str, int]:
-    return {t: op.replica_count(spec) for t, spec in op.replica_specs(job).items()}

@@ -1,8 +1,10 @@
-"""Turn a rendered PyTorchJob into local processes: one per pod, with the container's command,
-args and env, the operator's env appended, and the pod's volumes mapped to local directories.
+"""Turn a job model's pods (jobs.py: a PyTorchJob's or a TrainJob's) into local processes: one per pod,
+with the container's command, args and env, the controller's env appended, and the pod's volumes mapped
+to local directories.
 
 Deliberate deviations from a cluster, all because every pod shares this machine:
-- pod names (`<job>-master-0`, `<job>-worker-0`) in the operator's env resolve to 127.0.0.1;
+- pod names in the controller's env (`<job>-master-0`, `<job>-worker-0`; `<job>-node-0-0.<job>`)
+  resolve to 127.0.0.1;
 - the image is this checkout: `python` is the running interpreter, other commands (torchrun)
   come from its bin directory, and the repository root is prepended to PYTHONPATH;
 - a claim is a directory shared by all pods, an emptyDir a per-pod directory, and /dev/shm
@@ -23,7 +25,6 @@ container's env, and in the command and args against its final env (the operator
 
 from __future__ import annotations
 
-import copy
 import itertools
 import math
 import os
@@ -32,10 +33,10 @@ import shutil
 import sys
 from collections import Counter
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from ci.localjob import operator_env as op
+from ci.localjob.jobs import JobModel, UnsupportedPod
+from ci.localjob.quantity import cpu_millicores
 
 REPO = Path(__file__).resolve().parents[2]
 # The trainer image's ENTRYPOINT, used when the container sets no command.
@@ -53,32 +54,18 @@ _HOST_MACHINE_ENV = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES
 _REFERENCE = re.compile(r"\$(\$|\(([^)]*)\))")
 
 
-class UnsupportedPod(ValueError):
-    """The pod uses something that has no local equivalent; the message names it."""
-
-
 @dataclass(frozen=True)
 class LocalPod:
     name: str
-    replica_type: str
+    replica_type: str  # Master or Worker; node in a TrainJob
     index: int
     argv: tuple[str, ...]
     env: dict[str, str]  # the complete process environment
-    injected_env: tuple[tuple[str, str], ...]  # what the operator appended (hosts localized, rendezvous host pinned)
+    injected_env: tuple[tuple[str, str], ...]  # what the controller appended (hosts localized, rendezvous host pinned)
     cwd: Path
     restart_policy: str
     mounts: tuple[tuple[str, Path], ...]  # (container path, local directory)
     cpus: tuple[int, ...] = ()  # CPUs the process may run on; () for all
-
-
-def with_port(job: dict, port: int) -> dict:
-    """A copy of `job` whose pytorch containers listen on `port` (the runner's --port)."""
-    job = copy.deepcopy(job)
-    for spec in op.replica_specs(job).values():
-        container = next(c for c in spec["template"]["spec"]["containers"] if c["name"] == op.CONTAINER_NAME)
-        ports = [p for p in container.get("ports") or [] if p.get("name") != op.PORT_NAME]
-        container["ports"] = ports + [{"name": op.PORT_NAME, "containerPort": port, "protocol": "TCP"}]
-    return job
 
 
 def pod_dir(run_dir: Path, pod: str) -> Path:
@@ -91,28 +78,35 @@ def empty_dirs(run_dir: Path, pod: str) -> Path:
     return pod_dir(run_dir, pod) / "volumes"
 
 
-def pod_named(host: str, pod_names: set[str], namespace: str) -> str | None:
-    """The pod that `host` names, as its headless Service resolves on a cluster: `<pod>`, `<pod>.<namespace>`,
-    `<pod>.<namespace>.svc` or `<pod>.<namespace>.svc.cluster.local`."""
+def pod_named(host: str, pod_names: set[str], namespace: str, subdomain: str = "") -> str | None:
+    """The pod that `host` names, as the Services resolve it on a cluster: `<pod>`, `<pod>.<namespace>`,
+    `<pod>.<namespace>.svc` or `<pod>.<namespace>.svc.cluster.local` when each pod has a headless Service of
+    its own (v1); the same with `.<subdomain>` after `<pod>` when they share the job's (v2)."""
     pod, _, domain = host.partition(".")
+    if subdomain:
+        if domain != subdomain and not domain.startswith(subdomain + "."):
+            return None
+        domain = domain[len(subdomain) + 1 :]
     if pod in pod_names and domain in ("", namespace, f"{namespace}.svc", f"{namespace}.svc.cluster.local"):
         return pod
     return None
 
 
-def localize_hosts(env: list[tuple[str, str]], pod_names: set[str], namespace: str) -> list[tuple[str, str]]:
+def localize_hosts(
+    env: list[tuple[str, str]], pod_names: set[str], namespace: str, subdomain: str = ""
+) -> list[tuple[str, str]]:
     """Replace pod/Service names (alone or as `name:port`) by 127.0.0.1."""
     localized = []
     for name, value in env:
         host, sep, port = value.partition(":")
-        if pod_named(host, pod_names, namespace):
+        if pod_named(host, pod_names, namespace, subdomain):
             value = LOCALHOST + sep + port
         localized.append((name, value))
     return localized
 
 
 def pin_rendezvous_host(
-    env: list[tuple[str, str]], pod: str, pod_names: set[str], namespace: str
+    env: list[tuple[str, str]], pod: str, pod_names: set[str], namespace: str, subdomain: str = ""
 ) -> list[tuple[str, str]]:
     """Tell torchrun's c10d rendezvous whether this pod hosts its store (`is_host` in PET_RDZV_CONF).
 
@@ -122,7 +116,7 @@ def pin_rendezvous_host(
     """
     values = dict(env)
     endpoint = values.get("PET_RDZV_ENDPOINT")
-    host = endpoint and pod_named(endpoint.rpartition(":")[0], pod_names, namespace)
+    host = endpoint and pod_named(endpoint.rpartition(":")[0], pod_names, namespace, subdomain)
     if not host:
         return env
     conf = [part for part in values.get("PET_RDZV_CONF", "").split(",") if part and not part.startswith("is_host=")]
@@ -224,27 +218,16 @@ def downward_cpu_request(container: dict, divisor: str, pod: str) -> int:
     """requests.cpu as the downward API gives it: in units of the divisor (1 or 1m), rounded up; the
     limit when only that is set; 0 if neither is."""
 
-    def millicores(quantity: object) -> Decimal:
-        text = str(quantity)
+    def millicores(quantity: object):
         try:
-            return Decimal(text[:-1]) if text.endswith("m") else Decimal(text) * 1000
-        except InvalidOperation:
-            raise UnsupportedPod(f"{pod}: CPU quantity {text!r} is not a number of cores or millicores") from None
+            return cpu_millicores(quantity)
+        except ValueError as error:
+            raise UnsupportedPod(f"{pod}: {error}") from None
 
     resources = container.get("resources") or {}
     # The API server defaults a missing request to the limit.
     requested = (resources.get("requests") or {}).get("cpu", (resources.get("limits") or {}).get("cpu", 0))
     return math.ceil(millicores(requested) / millicores(divisor))
-
-
-def pytorch_container(pod_spec: dict, pod: str) -> dict:
-    """The pod's one container, the operator's `pytorch`: sidecars and init containers cannot run here."""
-    container = next((c for c in pod_spec["containers"] if c["name"] == op.CONTAINER_NAME), None)
-    if container is None:
-        raise UnsupportedPod(f"{pod}: no container named {op.CONTAINER_NAME} (the operator's webhook refuses this)")
-    if len(pod_spec["containers"]) > 1 or pod_spec.get("initContainers"):
-        raise UnsupportedPod(f"{pod}: only the {op.CONTAINER_NAME} container can run locally")
-    return container
 
 
 def pod_argv(container: dict, env: dict[str, str], mounts: list[tuple[str, Path]], pod: str) -> tuple[str, ...]:
@@ -296,34 +279,27 @@ def cpu_shares(pods: int, cpus: list[int]) -> list[tuple[int, ...]]:
 
 
 def plan_pods(
-    job: dict, run_dir: Path, namespace: str = "default", host_env: dict[str, str] | None = None
+    job: JobModel, run_dir: Path, namespace: str = "default", host_env: dict[str, str] | None = None
 ) -> list[LocalPod]:
-    """One LocalPod per pod the operator would create, Master first."""
+    """One LocalPod per pod the job's controller would create, rank 0 first."""
     host_env = dict(os.environ if host_env is None else host_env)
     base_env = {k: v for k, v in host_env.items() if not _HOST_DISTRIBUTED_ENV.match(k) and k not in _HOST_MACHINE_ENV}
-    specs = op.replica_specs(job)
-    all_pods = op.pods(job)
-    names = [op.pod_name(job, t, i) for t, i in all_pods]
-    pod_names = set(names)
-    containers = [
-        pytorch_container(specs[t]["template"]["spec"], name) for (t, _), name in zip(all_pods, names, strict=True)
-    ]
-    gpus = gpu_slices([requested_gpus(c) for c in containers], host_env)
+    templates = job.pods()
+    pod_names = {pod.name for pod in templates}
+    gpus = gpu_slices([requested_gpus(pod.container) for pod in templates], host_env)
     shares = (
-        cpu_shares(len(all_pods), sorted(os.sched_getaffinity(0)))
+        cpu_shares(len(templates), sorted(os.sched_getaffinity(0)))
         if hasattr(os, "sched_getaffinity")
-        else [()] * len(all_pods)
+        else [()] * len(templates)
     )
     planned = []
-    for (replica_type, index), name, container, devices, cpus in zip(
-        all_pods, names, containers, gpus, shares, strict=True
-    ):
-        pod_spec = specs[replica_type]["template"]["spec"]
-        mounts = volume_mounts(pod_spec, container, name, run_dir)
+    for pod, devices, cpus in zip(templates, gpus, shares, strict=True):
+        name, container = pod.name, pod.container
+        mounts = volume_mounts(pod.pod_spec, container, name, run_dir)
         own = container_env(container, name, namespace)
-        # The operator appends its variables to the container's env: they come after its own in expansion too.
-        injected = pin_rendezvous_host(op.operator_env(job, replica_type, index), name, pod_names, namespace)
-        pod_env = expand_env(own + localize_hosts(injected, pod_names, namespace))
+        # The controller appends its variables to the container's env: they come after its own in expansion too.
+        injected = pin_rendezvous_host(pod.injected_env, name, pod_names, namespace, job.subdomain)
+        pod_env = expand_env(own + localize_hosts(injected, pod_names, namespace, job.subdomain))
         own, injected = pod_env[: len(own)], pod_env[len(own) :]
         argv = pod_argv(container, dict(pod_env), mounts, name)
         env = {**base_env, "CUDA_VISIBLE_DEVICES": devices}
@@ -341,13 +317,13 @@ def plan_pods(
         planned.append(
             LocalPod(
                 name,
-                replica_type,
-                index,
+                pod.role,
+                pod.index,
                 argv,
                 env,
                 tuple(injected),
                 cwd,
-                op.restart_policy(job, replica_type),
+                pod.restart_policy,
                 tuple(mounts),
                 cpus,
             )

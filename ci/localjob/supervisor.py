@@ -1,5 +1,8 @@
-"""Run planned pods as local processes with the operator's restart and completion rules.
+"""Run planned pods as local processes with their controller's restart and completion rules.
 
+The job model (jobs.py) says when the job has succeeded, its backoffLimit and deadline; the rules below
+are the pods' own and the same for both kinds (a TrainJob's pods restart OnFailure under the Job's
+backoffLimit 6).
 - restartPolicy OnFailure restarts a replica on any non-zero exit; ExitCode only on exit codes
   ≥ 128 (signals such as SIGKILL/OOM = 137), failing the job on 1–127; Never fails the job.
 - runPolicy.backoffLimit fails the job when its restarts would add up to it (the operator fails
@@ -8,8 +11,6 @@
   its runtime.
 - ExitCode restarts by recreating the pod, so its emptyDirs start empty; OnFailure restarts the
   container in the same pod, whose emptyDirs survive.
-- With a Master the job Succeeds when the Master succeeds; without one, when every Worker does
-  (elastic: when any Worker does).
 Each replica's output is streamed prefixed with its pod name and kept in logs/<pod>.log; its pid
 is in pods/<pod>/pid while it runs, so a test (or a curious user) can kill it.
 SIGTERM and SIGHUP interrupt the job as Ctrl-C does: every replica is stopped before the runner exits
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from ci.localjob.jobs import JobModel
 from ci.localjob.pods import LocalPod, empty_dirs, pod_dir
 
 POLL_SECONDS = 0.2
@@ -123,14 +125,14 @@ def _signal_group(pid: int, signum: int) -> None:
 
 @dataclass
 class JobResult:
-    state: str  # Succeeded or Failed
+    state: str  # the job's success state (Succeeded, Complete) or Failed
     reason: str
     restarts: int
     exit_codes: dict[str, int] = field(default_factory=dict)
 
     @property
     def succeeded(self) -> bool:
-        return self.state == "Succeeded"
+        return self.state != "Failed"
 
 
 @dataclass
@@ -151,22 +153,18 @@ class _Replica:
 class JobRunner:
     def __init__(
         self,
-        job_name: str,
+        job: JobModel,
         pods: list[LocalPod],
         run_dir: Path,
         *,
-        backoff_limit: int | None,
-        active_deadline_seconds: int | None = None,
-        elastic: bool = False,
         grace_seconds: float = 60.0,
         out: TextIO = sys.stdout,
     ):
-        self.job_name = job_name
+        self.job = job
         self.replicas = [_Replica(pod) for pod in pods]
         self.run_dir = run_dir
-        self.backoff_limit = backoff_limit
-        self.active_deadline_seconds = active_deadline_seconds
-        self.elastic = elastic
+        self.backoff_limit = job.backoff_limit
+        self.active_deadline_seconds = job.active_deadline_seconds
         self.grace_seconds = grace_seconds
         self.out = out
         self.restarts = 0
@@ -285,12 +283,9 @@ class JobRunner:
 
     # -- job rules ---------------------------------------------------------------------------
 
-    def _succeeded(self) -> bool:
-        masters = [r for r in self.replicas if r.pod.replica_type == "Master"]
-        if masters:
-            return all(r.phase == "Succeeded" for r in masters)
-        workers = [r.phase == "Succeeded" for r in self.replicas]
-        return any(workers) if self.elastic else all(workers)
+    def _succeeded(self) -> str | None:
+        """Why the job has succeeded, or None while it has not."""
+        return self.job.succeeded([(r.pod.replica_type, r.phase) for r in self.replicas])
 
     def _on_exit(self, replica: _Replica, code: int) -> str | None:
         """Record a replica's exit; returns a failure reason when the job fails because of it."""
@@ -340,14 +335,7 @@ class JobRunner:
         codes = {r.pod.name: r.exit_code for r in self.replicas if r.exit_code is not None}
         if failure:
             return JobResult("Failed", failure, self.restarts, codes)
-        return JobResult(
-            "Succeeded",
-            "the Master succeeded"
-            if any(r.pod.replica_type == "Master" for r in self.replicas)
-            else "the Workers succeeded",
-            self.restarts,
-            codes,
-        )
+        return JobResult(self.job.success_state, self._succeeded(), self.restarts, codes)
 
     def _supervise(self) -> str | None:
         """Run the job until it succeeds, fails or is interrupted; returns why it failed, if it did."""
@@ -373,7 +361,7 @@ class JobRunner:
             if failure is None:
                 self._let_others_finish()
         except KeyboardInterrupt as interruption:
-            if failure is None and not self._succeeded():  # as on a cluster, a Succeeded job stays so
+            if failure is None and not self._succeeded():  # as on a cluster, a finished job stays so
                 failure = f"interrupted by {interruption}" if interruption.args else "interrupted"
         finally:
             self._stop_all()
@@ -384,8 +372,8 @@ class JobRunner:
         waiting_for = ", ".join(r.pod.name for r in self.replicas if r.phase == "Running")
         if waiting_for:
             self.say(
-                f"PyTorchJob {self.job_name} Succeeded; waiting up to {self.grace_seconds:.0f}s for {waiting_for} "
-                "to exit (Ctrl-C stops waiting; the job stays Succeeded)"
+                f"{self.job.kind} {self.job.name} {self.job.success_state}; waiting up to {self.grace_seconds:.0f}s for {waiting_for} "
+                f"to exit (Ctrl-C stops waiting; the job stays {self.job.success_state})"
             )
         deadline = time.monotonic() + self.grace_seconds
         while time.monotonic() < deadline:

@@ -37,6 +37,26 @@ def test_print_env_shows_every_pod_and_runs_nothing(tmp_path):
     assert not (tmp_path / "mnist").exists(), "nothing ran"
 
 
+def test_print_env_shows_a_trainjobs_nodes_with_the_torch_plugins_env_only(tmp_path):
+    out = io.StringIO()
+    argv = ["--print-env", "--run-dir", str(tmp_path), "--set", "jobKind=TrainJob", "--set", "workers=3"]
+    assert main([*argv, "--port", "29555"], out=out) == 0
+    text = out.getvalue()
+    for rank in range(4):
+        assert (
+            f"mnist-node-0-{rank}:" in text
+            and f"injected env: PET_NNODES=4 PET_NPROC_PER_NODE=1 PET_NODE_RANK={rank} PET_MASTER_ADDR=127.0.0.1 "
+            "PET_MASTER_PORT=29555\n"
+            in text
+        ), text
+    assert "MASTER_ADDR=127.0.0.1 PET_MASTER_ADDR" not in text and "WORLD_SIZE" not in text
+
+
+def test_suspended_trainjob_is_not_run(tmp_path, capsys):
+    assert main(["--run-dir", str(tmp_path), "--set", "jobKind=TrainJob", "--set", "runPolicy.suspend=true"]) == 2
+    assert "spec.suspend is true, so the Trainer would start no pods" in capsys.readouterr().err
+
+
 def test_values_refused_by_the_chart_are_reported(tmp_path, capsys):
     assert main(["--run-dir", str(tmp_path), "--set", "wokers=2"]) == 2
     error = capsys.readouterr().err
@@ -76,7 +96,7 @@ def test_a_port_whose_last_connection_is_in_time_wait_is_free():
             client.recv(1)
     with socket.socket() as plain, pytest.raises(OSError):
         plain.bind(("127.0.0.1", port))  # a bind without SO_REUSEADDR still fails
-    pod = SimpleNamespace(injected_env=(("MASTER_PORT", str(port)),))
+    pod = SimpleNamespace(injected_env=(("PET_MASTER_PORT", str(port)),))
     assert busy_ports([pod]) == []
 
 

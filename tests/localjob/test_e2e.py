@@ -236,3 +236,28 @@ def test_other_values_train_a_run_of_their_own_and_the_same_values_resume_theirs
     again = run("--set-string", "training.lr=0.02")
     assert "nothing is left to train" in again and "Train Epoch" not in again
     assert len(list((tmp_path / "mnist" / RUN_SUBDIR / "checkpoints").iterdir())) == 2, "one directory per run"
+
+
+def test_trainjob_one_plus_one_completes_with_the_torch_plugins_env(tmp_path):
+    """`make run RUN_FLAGS="--set jobKind=TrainJob"`: two nodes through torchrun, which reads only PET_*."""
+    runner = start_runner(tmp_path, "--set", "jobKind=TrainJob", "--set", "training.epochs=2")
+    output = finish(runner)
+    run_dir = tmp_path / "mnist"
+    assert runner.returncode == 0, output
+    for rank in range(2):
+        assert re.search(
+            rf"^\[localjob\] mnist-node-0-{rank}: PET_NNODES=2 PET_NPROC_PER_NODE=1 PET_NODE_RANK={rank} "
+            r"PET_MASTER_ADDR=127\.0\.0\.1 PET_MASTER_PORT=\d+$",
+            output,
+            re.MULTILINE,
+        ), output
+    assert "[mnist-node-0-0] World Size: 2. Rank: 0." in output
+    prefixes = {line.split("] ", 1)[0] + "]" for line in output.splitlines()}
+    assert prefixes <= {"[localjob]", "[mnist-node-0-0]", "[mnist-node-0-1]"}, prefixes
+    assert "[localjob] TrainJob mnist Complete: every node succeeded (restarts: 0" in output
+    model_dir = run_dir / RUN_SUBDIR / "model"
+    assert output.rstrip().endswith(f"[localjob] the model and metrics.json are in {model_dir}")
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["epochs"] == 2 and metrics["dataset"] == "digits"
+    assert (model_dir / "mnist_cnn.pt").stat().st_size > 0
+    assert f"epoch=2 accuracy={metrics['accuracy']:.4f}" in (run_dir / "logs/mnist-node-0-0.log").read_text()

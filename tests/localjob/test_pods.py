@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ci.localjob.pods import IMAGE_ENTRYPOINT, REPO, UnsupportedPod, cpu_shares, map_path, plan_pods, with_port
+from ci.localjob.jobs import job_model
+from ci.localjob.pods import IMAGE_ENTRYPOINT, REPO, UnsupportedPod, cpu_shares, map_path, plan_pods
 from tests.support.dockerfile import stages
 from tests.support.helm import one
 from tests.support.paths import WORKLOAD_CHART
@@ -33,7 +34,7 @@ def default_job(helm) -> dict:
 
 
 def test_default_pods_run_the_image_entrypoint_with_this_python(default_job, tmp_path):
-    master, worker = plan_pods(default_job, tmp_path, host_env=HOST_ENV)
+    master, worker = plan_pods(job_model(default_job), tmp_path, host_env=HOST_ENV)
     assert (master.name, worker.name) == ("mnist-master-0", "mnist-worker-0")
     assert master.argv[:3] == (sys.executable, "-m", "trainer")
     assert master.argv[3:] == worker.argv[3:]
@@ -48,7 +49,7 @@ def test_the_image_entrypoint_is_the_dockerfiles():
 
 
 def test_volume_paths_in_args_and_env_become_local_directories(default_job, tmp_path):
-    master, worker = plan_pods(default_job, tmp_path, host_env=HOST_ENV)
+    master, worker = plan_pods(job_model(default_job), tmp_path, host_env=HOST_ENV)
     args = list(master.argv)
     claim = tmp_path / "volumes" / "mnist-storage"
     assert args[args.index("--output-dir") + 1] == str(claim / "runs/default/mnist/model")
@@ -66,7 +67,7 @@ def test_env_is_host_env_then_container_env_then_operator_env(default_job, tmp_p
         {"name": "WORLD_SIZE", "value": "99"},
         {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
     ]
-    worker = plan_pods(job, tmp_path, namespace="ml", host_env=HOST_ENV)[1]
+    worker = plan_pods(job_model(job), tmp_path, namespace="ml", host_env=HOST_ENV)[1]
     assert worker.env["WORLD_SIZE"] == "2", "the operator's variables are appended, so they win"
     assert worker.env["POD"] == "mnist-worker-0"
     assert worker.env["RANK"] == "1" and "LOCAL_RANK" not in worker.env and "TORCHELASTIC_RUN_ID" not in worker.env
@@ -80,7 +81,7 @@ def test_env_is_host_env_then_container_env_then_operator_env(default_job, tmp_p
 
 def test_the_cpu_request_reaches_the_trainer_as_the_downward_api_gives_it(default_job, tmp_path):
     """The chart passes requests.cpu in millicores, which sizes the trainer's threads without a CPU limit."""
-    assert plan_pods(default_job, tmp_path, host_env=HOST_ENV)[0].env[CPU_REQUEST_ENV] == "1000"
+    assert plan_pods(job_model(default_job), tmp_path, host_env=HOST_ENV)[0].env[CPU_REQUEST_ENV] == "1000"
 
     def request(cpu: object, divisor: str) -> str:
         resources = {"requests": {"cpu": cpu}} if cpu is not None else {}
@@ -95,7 +96,7 @@ def test_the_cpu_request_reaches_the_trainer_as_the_downward_api_gives_it(defaul
                 ],
             }
         )
-        return plan_pods(job, tmp_path, host_env=HOST_ENV)[0].env["CPUS"]
+        return plan_pods(job_model(job), tmp_path, host_env=HOST_ENV)[0].env["CPUS"]
 
     assert [request("500m", "1m"), request(2, "1m"), request("1.5", "1m"), request(None, "1m")] == [
         "500",
@@ -109,7 +110,7 @@ def test_the_cpu_request_reaches_the_trainer_as_the_downward_api_gives_it(defaul
             "env": [{"name": "CPUS", "valueFrom": {"resourceFieldRef": {"resource": "requests.cpu", "divisor": "1m"}}}],
         }
     )
-    assert plan_pods(only_limit, tmp_path, host_env=HOST_ENV)[0].env["CPUS"] == "2000", (
+    assert plan_pods(job_model(only_limit), tmp_path, host_env=HOST_ENV)[0].env["CPUS"] == "2000", (
         "the API server's default request"
     )
     assert [request("500m", "1"), request("1.5", "1"), request("2", "1")] == ["1", "2", "2"], (
@@ -137,7 +138,7 @@ def test_references_expand_as_the_kubelet_expands_them(default_job, tmp_path):
         "$$HOME",
         "$(HOME)",
     ]
-    worker = plan_pods(job, tmp_path, host_env=HOST_ENV)[1]
+    worker = plan_pods(job_model(job), tmp_path, host_env=HOST_ENV)[1]
     claim = tmp_path / "volumes" / "mnist-storage"
     assert worker.argv[-5:] == ("--node_rank=1", "--master_addr=127.0.0.1", f"--export={claim}/x", "$HOME", "$(HOME)")
     assert worker.env["NOTE"] == "/mnt/pytorchjob-mnist|$(LATER)|$(RANK)|$(CLAIM)|$HOME"
@@ -151,7 +152,7 @@ def test_the_shells_machine_wide_settings_are_not_inherited(default_job, tmp_pat
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"] += [
         {"name": "OMP_NUM_THREADS", "value": "1"}
     ]
-    master, worker = plan_pods(job, tmp_path, host_env=host_env)
+    master, worker = plan_pods(job_model(job), tmp_path, host_env=host_env)
     assert "OMP_NUM_THREADS" not in master.env and "MKL_NUM_THREADS" not in master.env
     assert master.env["CUDA_VISIBLE_DEVICES"] == worker.env["CUDA_VISIBLE_DEVICES"] == "", (
         "pods that request no GPU see none"
@@ -160,16 +161,18 @@ def test_the_shells_machine_wide_settings_are_not_inherited(default_job, tmp_pat
 
 
 def test_port_override(default_job, tmp_path):
-    for pod in plan_pods(with_port(default_job, 29533), tmp_path, host_env=HOST_ENV):
+    for pod in plan_pods(job_model(default_job, port=29533), tmp_path, host_env=HOST_ENV):
         assert pod.env["MASTER_PORT"] == pod.env["PET_MASTER_PORT"] == "29533"
-    assert plan_pods(default_job, tmp_path, host_env=HOST_ENV)[0].env["MASTER_PORT"] == "23456", "copy, not in place"
+    assert plan_pods(job_model(default_job), tmp_path, host_env=HOST_ENV)[0].env["MASTER_PORT"] == "23456", (
+        "copy, not in place"
+    )
 
 
 def test_torchrun_and_elastic_rendezvous_are_local(helm, tmp_path):
     job = one(
         helm.render(WORKLOAD_CHART, set_values={"torchrun.enabled": True, "elasticPolicy.enabled": True}), "PyTorchJob"
     )
-    master, worker = plan_pods(job, tmp_path, host_env=HOST_ENV)
+    master, worker = plan_pods(job_model(job), tmp_path, host_env=HOST_ENV)
     assert master.argv[:5] == (sys.executable, "-m", "trainer.torchrun", "--module", "trainer")
     assert master.env["PET_RDZV_ENDPOINT"] == "127.0.0.1:23456"
     # Every pod is 127.0.0.1 here: only worker-0, which the endpoint names, may host the store, as on a cluster.
@@ -190,7 +193,7 @@ def test_a_rendezvous_host_named_by_its_service_domain_is_local_too(helm, tmp_pa
         ),
         "PyTorchJob",
     )
-    master, worker = plan_pods(job, tmp_path, namespace="ml", host_env=HOST_ENV)
+    master, worker = plan_pods(job_model(job), tmp_path, namespace="ml", host_env=HOST_ENV)
     assert master.env["PET_RDZV_ENDPOINT"] == "127.0.0.1:23456"
     assert worker.env["PET_RDZV_CONF"] == "join_timeout=900,is_host=true", "the user's settings stay"
     external = one(
@@ -205,7 +208,7 @@ def test_a_rendezvous_host_named_by_its_service_domain_is_local_too(helm, tmp_pa
         "PyTorchJob",
     )
     assert (
-        plan_pods(external, tmp_path, namespace="ml", host_env=HOST_ENV)[0].env["PET_RDZV_ENDPOINT"]
+        plan_pods(job_model(external), tmp_path, namespace="ml", host_env=HOST_ENV)[0].env["PET_RDZV_ENDPOINT"]
         == "mnist-worker-0.other:23456"
     ), "another namespace's pod is not this job's"
 
@@ -232,7 +235,7 @@ def pod_spec_job(workers: int = 0, **pod_spec) -> dict:
     specs = {"Master": {"replicas": 1, "template": template}}
     if workers:
         specs["Worker"] = {"replicas": workers, "template": copy.deepcopy(template)}
-    return {"metadata": {"name": "mnist"}, "spec": {"pytorchReplicaSpecs": specs}}
+    return {"kind": "PyTorchJob", "metadata": {"name": "mnist"}, "spec": {"pytorchReplicaSpecs": specs}}
 
 
 def gpu_limits(job: dict, replica_type: str) -> dict:
@@ -266,7 +269,7 @@ def gpu_limits(job: dict, replica_type: str) -> dict:
 )
 def test_what_cannot_run_locally_is_named(job, message, tmp_path):
     with pytest.raises(UnsupportedPod, match=re.escape(message)):
-        plan_pods(job, tmp_path, host_env=HOST_ENV)
+        plan_pods(job_model(job), tmp_path, host_env=HOST_ENV)
 
 
 @pytest.mark.parametrize("gpus_here", [0, 1])
@@ -281,9 +284,9 @@ def test_gpu_pods_need_as_many_gpus_here(monkeypatch, tmp_path, gpus_here):
             'gpu to fit, or add --set gpu=0 (make run RUN_FLAGS="--set gpu=0") to train on its CPUs'
         ),
     ):
-        plan_pods(job, tmp_path, host_env=HOST_ENV)
+        plan_pods(job_model(job), tmp_path, host_env=HOST_ENV)
     monkeypatch.setattr("ci.localjob.pods.visible_gpus", lambda: 2)
-    assert [pod.name for pod in plan_pods(job, tmp_path, host_env=HOST_ENV)] == ["mnist-master-0"]
+    assert [pod.name for pod in plan_pods(job_model(job), tmp_path, host_env=HOST_ENV)] == ["mnist-master-0"]
 
 
 def test_the_gpus_of_all_pods_must_fit_together(monkeypatch, tmp_path):
@@ -291,14 +294,14 @@ def test_the_gpus_of_all_pods_must_fit_together(monkeypatch, tmp_path):
     monkeypatch.setattr("ci.localjob.pods.visible_gpus", lambda: 1)
     job = pod_spec_job(workers=1, container={"resources": {"limits": {"nvidia.com/gpu": 1}}})
     with pytest.raises(UnsupportedPod, match=re.escape("2 pods × 1 nvidia.com/gpu = 2, but this machine has 1 ")):
-        plan_pods(job, tmp_path, host_env=HOST_ENV)
+        plan_pods(job_model(job), tmp_path, host_env=HOST_ENV)
     monkeypatch.setattr("ci.localjob.pods.visible_gpus", lambda: 3)
     job = pod_spec_job(workers=2, container={"resources": {"limits": {"nvidia.com/gpu": 1}}})
     gpu_limits(job, "Master")["nvidia.com/gpu"] = 2
     with pytest.raises(
         UnsupportedPod, match=re.escape("1 pod × 2 + 2 pods × 1 nvidia.com/gpu = 4, but this machine has 3 ")
     ):
-        plan_pods(job, tmp_path, host_env=HOST_ENV)
+        plan_pods(job_model(job), tmp_path, host_env=HOST_ENV)
 
 
 def test_gpu_pods_get_gpus_of_their_own_in_pod_order(monkeypatch, tmp_path):
@@ -308,7 +311,7 @@ def test_gpu_pods_get_gpus_of_their_own_in_pod_order(monkeypatch, tmp_path):
     gpu_limits(job, "Master")["nvidia.com/gpu"] = 2
 
     def devices(host_env: dict[str, str]) -> list[str]:
-        return [pod.env["CUDA_VISIBLE_DEVICES"] for pod in plan_pods(job, tmp_path, host_env=host_env)]
+        return [pod.env["CUDA_VISIBLE_DEVICES"] for pod in plan_pods(job_model(job), tmp_path, host_env=host_env)]
 
     assert devices(HOST_ENV) == ["0,1", "2", "3"]
     assert devices({**HOST_ENV, "CUDA_VISIBLE_DEVICES": "4,5,6,7"}) == ["4,5", "6", "7"], "the shell picks the GPUs"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ci.localjob.jobs import JobModel, PyTorchJobModel, TrainJobModel
 from ci.localjob.pods import LocalPod
 from ci.localjob.supervisor import JobRunner, exit_code, retryable
 from tests.support.paths import REPO
@@ -88,11 +89,13 @@ DRIVER = """
 import pickle, signal, sys
 from pathlib import Path
 from ci.localjob import supervisor
+from ci.localjob.jobs import PyTorchJobModel
 signal.signal(signal.SIGINT, signal.default_int_handler)
 signal.signal(signal.SIGHUP, signal.SIG_DFL)
 supervisor.STOP_TIMEOUT_SECONDS = float(sys.argv[2])
 pods = pickle.loads(Path(sys.argv[1]).read_bytes())
-result = supervisor.JobRunner("job", pods, Path(sys.argv[1]).parent / "run", backoff_limit=None).run()
+job = PyTorchJobModel({"kind": "PyTorchJob", "metadata": {"name": "job"}, "spec": {}})
+result = supervisor.JobRunner(job, pods, Path(sys.argv[1]).parent / "run").run()
 print(f"{result.state}: {result.reason}", flush=True)
 """
 
@@ -112,11 +115,25 @@ def pod(
     )
 
 
-def run(tmp_path: Path, pods: list[LocalPod], backoff_limit: int | None = 3, grace_seconds: float = 0, **kwargs):
+def pytorchjob(
+    backoff_limit: int | None = 3, active_deadline_seconds: int | None = None, elastic: bool = False
+) -> PyTorchJobModel:
+    """A PyTorchJob named job with these run settings (the pods are given to the runner apart)."""
+    run_policy = {"backoffLimit": backoff_limit, "activeDeadlineSeconds": active_deadline_seconds}
+    spec = {"runPolicy": {k: v for k, v in run_policy.items() if v is not None}}
+    if elastic:
+        spec["elasticPolicy"] = {}
+    return PyTorchJobModel({"kind": "PyTorchJob", "metadata": {"name": "job"}, "spec": spec})
+
+
+def trainjob(**spec) -> TrainJobModel:
+    return TrainJobModel({"kind": "TrainJob", "metadata": {"name": "job"}, "spec": spec})
+
+
+def run(tmp_path: Path, pods: list[LocalPod], grace_seconds: float = 0, job: JobModel | None = None, **run_settings):
     out = io.StringIO()
-    result = JobRunner(
-        "job", pods, tmp_path / "run", backoff_limit=backoff_limit, grace_seconds=grace_seconds, out=out, **kwargs
-    ).run()
+    job = job or pytorchjob(**run_settings)
+    result = JobRunner(job, pods, tmp_path / "run", grace_seconds=grace_seconds, out=out).run()
     return result, out.getvalue()
 
 
@@ -408,12 +425,33 @@ class _InterruptOnce(io.StringIO):
 def test_ctrl_c_while_waiting_for_stragglers_keeps_the_job_succeeded(tmp_path):
     out = _InterruptOnce("waiting up to")
     result = JobRunner(
-        "job",
+        pytorchjob(),
         [pod(tmp_path, "job-master-0", "0"), pod(tmp_path, "job-worker-0", "sleep", "Worker")],
         tmp_path / "run",
-        backoff_limit=3,
         grace_seconds=30,
         out=out,
     ).run()
     assert "PyTorchJob job Succeeded; waiting up to 30s for job-worker-0 to exit" in out.getvalue()
     assert result.state == "Succeeded" and result.reason == "the Master succeeded"
+
+
+def test_a_trainjob_is_complete_once_every_node_succeeded(tmp_path):
+    """Node 0 done first does not end it, unlike a PyTorchJob's Master: the Indexed Job needs every index."""
+    nodes = [pod(tmp_path, "job-node-0-0", "0", "node"), pod(tmp_path, "job-node-0-1", "in3s:0", "node")]
+    result, out = run(tmp_path, nodes, job=trainjob())
+    assert result.state == "Complete" and result.reason == "every node succeeded", out
+    assert result.exit_codes == {"job-node-0-0": 0, "job-node-0-1": 0}
+
+
+def test_a_trainjob_fails_at_the_jobs_default_backoff_limit(tmp_path):
+    """The torch runtime's Job sets no backoffLimit: Kubernetes' 6 counts every node's failures together."""
+    nodes = [pod(tmp_path, "job-node-0-0", "1", "node"), pod(tmp_path, "job-node-0-1", "sleep", "node")]
+    result, out = run(tmp_path, nodes, job=trainjob())
+    assert result.state == "Failed" and result.restarts == 5, out
+    assert "backoffLimit 6 reached at the job's failure 6" in result.reason
+    assert "on a cluster the training-operator" not in result.reason
+
+
+def test_a_trainjobs_active_deadline_fails_it(tmp_path):
+    result, _ = run(tmp_path, [pod(tmp_path, "job-node-0-0", "sleep", "node")], job=trainjob(activeDeadlineSeconds=1))
+    assert result.state == "Failed" and result.reason == "activeDeadlineSeconds 1 exceeded"
