@@ -16,6 +16,14 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("helm", names, indirect=True, scope="session")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """Files with slow tests (image builds, DDP and end-to-end runs) first: pytest-xdist (`make test`)
+    hands each file to one process, and a long one started last would keep the others waiting at the end."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
+
+
 @pytest.fixture(scope="session")
 def helm(request) -> Helm:
     path = helm_binary(request.param)
