@@ -49,9 +49,18 @@ run: venv ## Run the chart's PyTorchJob on this machine, no cluster (VALUES=file
 	REQUIRE_HELM=1 bash ci/install-tools.sh
 	$(PY) -m ci.localjob -f ci/localjob/run-values.yaml $(if $(VALUES),-f $(VALUES)) $(RUN_FLAGS)
 
+# pytest-xdist processes for `make test` and `make check`: each takes whole test files (--dist loadfile),
+# so a module's fixtures (an image build, a trained run) are made once. TEST_PROCS=0 runs in one process.
+TEST_PROCS ?= 2
+PYTEST := $(PY) -m pytest $(if $(filter-out 0,$(TEST_PROCS)),-n $(TEST_PROCS) --dist loadfile)
+
 .PHONY: test
 test: tools venv ## Run every test that can run on this machine
-	$(PY) -m pytest
+	$(PYTEST)
+
+.PHONY: check
+check: tools venv ## The inner loop: every test but the slow ones (image builds, DDP and end-to-end runs)
+	$(PYTEST) -m "not slow"
 
 .PHONY: bench
 bench: venv ## Benchmark the trainer against the seed script's pipeline (prints the ratios)

@@ -5,10 +5,27 @@ import pytest
 from tests.support.helm import HELM_NAMES, Helm, helm_binary
 from tests.support.procs import stop_spawned
 
+# The Helm that runs the checks marked one_helm_major: the newest one installed.
+ONE_HELM = next((name for name in reversed(HELM_NAMES) if helm_binary(name)), HELM_NAMES[-1])
 
-@pytest.fixture(scope="session", params=HELM_NAMES)
+
+def pytest_generate_tests(metafunc):
+    """Each chart test runs once with Helm 3 and once with Helm 4, those marked one_helm_major with one."""
+    if "helm" in metafunc.fixturenames:
+        names = [ONE_HELM] if metafunc.definition.get_closest_marker("one_helm_major") else list(HELM_NAMES)
+        metafunc.parametrize("helm", names, indirect=True, scope="session")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """Files with slow tests (image builds, DDP and end-to-end runs) first: pytest-xdist (`make test`)
+    hands each file to one process, and a long one started last would keep the others waiting at the end."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
+
+
+@pytest.fixture(scope="session")
 def helm(request) -> Helm:
-    """Each chart test runs once with Helm 3 and once with Helm 4."""
     path = helm_binary(request.param)
     if path is None:
         pytest.skip(f"{request.param} is not installed: run `make tools` (ci/install-tools.sh)")

@@ -294,6 +294,7 @@ def test_leader_election_adds_flag_and_leases_rule(helm):
         "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
 
 
+@pytest.mark.one_helm_major
 def test_several_replicas_need_leader_election(helm):
     error = template_error(helm, replicaCount=2)
     assert "leaderElection.enabled" in error
@@ -322,6 +323,7 @@ def test_high_availability_survives_a_node_drain(helm, tmp_path):
     assert kept["spec"]["template"]["spec"]["topologySpreadConstraints"] == [constraint], "a given selector is kept"
 
 
+@pytest.mark.one_helm_major
 @pytest.mark.parametrize("replicas", [1, 2])
 def test_a_budget_that_blocks_every_drain_is_refused(helm, replicas):
     error = template_error(helm, **{"podDisruptionBudget.enabled": True, "podDisruptionBudget.minAvailable": replicas,
@@ -346,6 +348,7 @@ def test_network_policy_opens_the_webhook_to_all_and_metrics_to_the_given_peers(
     assert len(unscraped["spec"]["ingress"]) == 1, "no metricsFrom: only the webhook port is open"
 
 
+@pytest.mark.one_helm_major
 def test_a_service_monitor_that_the_network_policy_would_block_is_refused(helm):
     error = template_error(helm, **{"networkPolicy.enabled": True, "metrics.serviceMonitor.enabled": True})
     assert "add its namespace or pods to networkPolicy.metricsFrom" in error
@@ -371,6 +374,7 @@ def test_namespace_scoped_mode(helm):
     assert webhook["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "ml"}}
 
 
+@pytest.mark.one_helm_major
 def test_the_release_namespace_cannot_be_the_watched_one(helm):
     """Job creators there could run pods as the operator's ServiceAccount and mount its webhook CA key."""
     error = template_error(helm, watchNamespace=NAMESPACE)
@@ -414,6 +418,7 @@ def test_cluster_mode_rules_cover_only_pytorchjobs(helm):
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
 
 
+@pytest.mark.one_helm_major
 def test_existing_service_account_needs_a_name(helm):
     """Without create or a name the operator would run as the namespace's `default` account, unbound."""
     error = template_error(helm, **{"serviceAccount.create": False})
@@ -622,6 +627,7 @@ def test_renders_as_a_subchart(helm, tmp_path):
     assert helm.render(parent, release=RELEASE, namespace=NAMESPACE, set_values={"training-operator.enabled": False}) == []
 
 
+@pytest.mark.one_helm_major
 @pytest.mark.parametrize(("set_values", "expected"), [
     ({"metrics.port": 9443}, "webhook.port and metrics.port are both 9443"),
     ({"healthPort": 9443}, "webhook.port and healthPort are both 9443"),
@@ -667,6 +673,7 @@ def test_a_registry_host_in_the_repository_is_not_prefixed_again(helm, image):
         render(helm, **{"image.registry": "mirror.example.com"}))
 
 
+@pytest.mark.one_helm_major
 @pytest.mark.parametrize("value", ["podLabels", "metrics.serviceMonitor.labels"])
 def test_labels_cannot_repeat_the_charts_own(helm, value):
     """A repeated key renders twice: Helm keeps the last, kustomize, Flux and post-renderers refuse the YAML."""
@@ -684,6 +691,7 @@ def test_extra_args_cannot_override_the_charts_flags(helm, flag):
     assert flags(render(helm, extraArgs=["--zap-encoder=json"]))["--zap-encoder"] == "json"
 
 
+@pytest.mark.one_helm_major
 def test_extra_args_cannot_enable_job_kinds_the_chart_does_not_install(helm):
     error = template_error(helm, extraArgs=["--enable-scheme=tfjob"])
     assert 'extraArgs: "--enable-scheme=tfjob" enables another job kind, but this chart installs the CRD and RBAC ' \

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -17,6 +18,12 @@ TOOLS_BIN = Path(os.environ.get("TOOLS_BIN", REPO / ".tools" / "bin"))
 HELM_NAMES = ("helm3", "helm4")
 # What Helm 3 and Helm 4 both print when values.schema.json refuses the values (a template `fail` does not).
 SCHEMA_REFUSAL = "values don't meet the specifications of the schema"
+# The repository's charts do not change during a test run: each rendering of one (by Helm binary,
+# arguments and the values files' contents) runs once per session, and every test that asks for it
+# again gets the result, parsed documents as a copy of their own. Charts copied into a test's tmp
+# dir may be edited between renderings, so those always run.
+_TEMPLATED: dict[tuple, subprocess.CompletedProcess] = {}
+_RENDERED: dict[tuple, list[dict]] = {}
 
 
 def helm_binary(name: str) -> str | None:
@@ -45,21 +52,51 @@ class Helm:
         extra: tuple[str, ...] = (),
     ) -> subprocess.CompletedProcess:
         """Run `helm template` without raising; inspect returncode, stdout and stderr."""
+        args = self._template_args(chart, values_files, set_values, release, namespace, extra)
+        key = self._cache_key(chart, values_files, args)
+        if key is None:
+            return self.run(*args, check=False)
+        if key not in _TEMPLATED:
+            _TEMPLATED[key] = self.run(*args, check=False)
+        return _TEMPLATED[key]
+
+    def render(self, chart: str | Path, **kwargs) -> list[dict]:
+        """Render and parse every non-empty document; fail with Helm's message on error."""
+        args = self._template_args(chart, **kwargs)
+        key = self._cache_key(chart, kwargs.get("values_files", ()), args)
+        if key in _RENDERED:
+            return copy.deepcopy(_RENDERED[key])
+        result = self.template(chart, **kwargs)
+        if result.returncode != 0:
+            raise AssertionError(f"{self.name} template failed:\n{result.stderr}")
+        # The C loader parses the large CRD about ten times faster than pure-Python PyYAML.
+        docs = [d for d in yaml.load_all(result.stdout, Loader=yaml.CSafeLoader) if d]
+        if key is not None:
+            _RENDERED[key] = copy.deepcopy(docs)
+        return docs
+
+    @staticmethod
+    def _template_args(
+        chart: str | Path,
+        values_files: tuple[str | Path, ...] = (),
+        set_values: dict[str, object] | None = None,
+        release: str = "mnist",
+        namespace: str = "default",
+        extra: tuple[str, ...] = (),
+    ) -> list[str]:
         args = ["template", release, str(chart), "--namespace", namespace, *extra]
         for f in values_files:
             args += ["-f", str(f)]
         for key, value in (set_values or {}).items():
             flag = "--set-string" if isinstance(value, str) else "--set"
             args += [flag, f"{key}={_set_literal(value)}"]
-        return self.run(*args, check=False)
+        return args
 
-    def render(self, chart: str | Path, **kwargs) -> list[dict]:
-        """Render and parse every non-empty document; fail with Helm's message on error."""
-        result = self.template(chart, **kwargs)
-        if result.returncode != 0:
-            raise AssertionError(f"{self.name} template failed:\n{result.stderr}")
-        # The C loader parses the large CRD about ten times faster than pure-Python PyYAML.
-        return [d for d in yaml.load_all(result.stdout, Loader=yaml.CSafeLoader) if d]
+    def _cache_key(self, chart: str | Path, values_files: tuple[str | Path, ...], args: list[str]) -> tuple | None:
+        """The session cache's key for a rendering of a chart in the repository, else None."""
+        if not Path(chart).resolve().is_relative_to(REPO / "charts"):
+            return None
+        return (self.path, *args, *(Path(f).read_bytes() for f in values_files))
 
 
 def _set_literal(value: object) -> str:

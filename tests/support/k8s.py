@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import kubernetes_validate
@@ -27,6 +28,9 @@ def _oldest_kubernetes() -> str:
 OLDEST_KUBERNETES = _oldest_kubernetes()
 NEWEST_KUBERNETES = kubernetes_validate.latest_version()
 KUBERNETES_VERSIONS = (OLDEST_KUBERNETES, NEWEST_KUBERNETES)
+# Documents that validated, by content and release: Helm 3 and Helm 4 mostly render the same objects,
+# and many tests validate the same renderings; each is checked once per session.
+_VALID: set[tuple[str, str]] = set()
 
 
 def validate_builtin(doc: dict, version: str) -> None:
@@ -35,4 +39,7 @@ def validate_builtin(doc: dict, version: str) -> None:
     Custom resources (e.g. PyTorchJob) are not known to kubernetes-validate; validate them
     against our own CRD instead.
     """
-    kubernetes_validate.validate(doc, version, strict=True)
+    key = (json.dumps(doc, sort_keys=True, default=repr), version)
+    if key not in _VALID:
+        kubernetes_validate.validate(doc, version, strict=True)
+        _VALID.add(key)

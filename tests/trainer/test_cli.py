@@ -130,6 +130,7 @@ def test_save_model_into_an_unwritable_current_directory_fails_before_training(t
     check_outputs_writable(parse_args(["--save-model", "--dir", "", "--output-dir", str(tmp_path / "out")]), ONE_RANK)
 
 
+@pytest.mark.slow
 def test_resumed_runs_keep_their_dataset_whichever_downloads_work(tmp_path):
     """End to end: a run that fell back to digits resumes on digits once MNIST's files are there."""
     common = [
@@ -457,6 +458,7 @@ def test_bf16_without_bf16_hardware_stops_before_training(tmp_path):
     assert "Train Epoch" not in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not native_bf16(torch.device("cpu")), reason="--precision bf16 needs an x86 CPU with AVX512_BF16")
 def test_bf16_trains_in_bf16_and_saves_fp32_weights_while_auto_stays_fp32_on_cpu(tmp_path):
     weights = {}
@@ -523,6 +525,7 @@ def _listening(port: int) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("as_pid_1", [False, True], ids=["child", "pid-1"])
 @pytest.mark.parametrize("stopped_in", ["training", "rendezvous"])
 def test_sigterm_stops_the_trainer_with_143(tmp_path, as_pid_1, stopped_in):
