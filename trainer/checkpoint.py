@@ -10,16 +10,13 @@ from pathlib import Path
 
 import torch
 
+from trainer.failures import IncompatibleCheckpoint
 from trainer.fileio import atomic_write, remove_partial_writes
 
 FORMAT_VERSION = 2  # 2: `consumed` (samples of the epoch, all ranks) replaced the per-rank `batch`
 _NAME = re.compile(r"^checkpoint-(\d+)\.pt$")
 # A checkpoint's path and state, or (None, None) when there is none to resume.
 Checkpoint = tuple[Path, dict] | tuple[None, None]
-
-
-class IncompatibleCheckpoint(RuntimeError):
-    """The newest checkpoint belongs to another run or another trainer version; restarts cannot fix it."""
 
 
 @dataclass

@@ -14,18 +14,11 @@ from pathlib import Path
 import torch
 
 from trainer import data as datasets
-from trainer.checkpoint import CheckpointStore, IncompatibleCheckpoint
-from trainer.distributed import (
-    BACKENDS,
-    DistContext,
-    LaunchError,
-    PeersUnreachable,
-    check_same_settings,
-    init,
-    shutdown,
-)
-from trainer.fileio import NotWritableError, StorageFull, atomic_write, ensure_writable_dir, remove_partial_writes
-from trainer.loop import LR_SCHEDULES, NonFiniteLoss, TrainConfig, new_trainer, read_latest_checkpoint
+from trainer.checkpoint import CheckpointStore
+from trainer.distributed import BACKENDS, DistContext, check_same_settings, init, shutdown
+from trainer.failures import EXIT_RETRYABLE, Failure, LaunchError, NotWritableError, StorageFull
+from trainer.fileio import atomic_write, ensure_writable_dir, remove_partial_writes
+from trainer.loop import LR_SCHEDULES, TrainConfig, new_trainer, read_latest_checkpoint
 from trainer.metrics import Reporter, final_metrics, write_metrics_json
 from trainer.model import exported_state
 from trainer.runtime import PRECISIONS, configure_threads, missing_compiler, resolve_precision
@@ -34,12 +27,6 @@ from trainer.sigterm import exit_on_sigterm
 DEFAULTS = TrainConfig()  # the seed script's, for the flags it had
 MODEL_FILE = "mnist_cnn.pt"
 METRICS_FILE = "metrics.json"
-# Exit codes for the training-operator's `restartPolicy: ExitCode`, which fails the job on 1-127 and
-# recreates the pod on 128-255. Bad settings, a missing dataset and divergence fail the same way on
-# every restart, and so does a full volume; anything else (a lost peer above all: gloo and NCCL raise plain
-# RuntimeErrors) may not.
-EXIT_PERMANENT = 1
-EXIT_RETRYABLE = 128
 
 
 def _checked(convert, accept, requirement: str):
@@ -425,16 +412,9 @@ def main(argv: list[str] | None = None) -> int:
     exit_on_sigterm()
     try:
         run(args)
-    except (
-        LaunchError,
-        datasets.DatasetUnavailable,
-        NonFiniteLoss,
-        IncompatibleCheckpoint,
-        StorageFull,
-        PeersUnreachable,
-    ) as error:
+    except Failure as error:  # exit codes: trainer/failures.py
         print(f"error: {error}", file=sys.stderr, flush=True)
-        return EXIT_RETRYABLE if isinstance(error, PeersUnreachable) else EXIT_PERMANENT
+        return error.exit_code
     except Exception:
         sys.excepthook(*sys.exc_info())
         return EXIT_RETRYABLE

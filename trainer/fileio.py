@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from trainer.failures import NotWritableError, StorageFull
+
 _TEMP_SUFFIX = ".tmp"
 
 
@@ -115,11 +117,3 @@ def ensure_writable_dir(path: str | Path, flag: str, fix: str = "") -> Path:
         fix = fix or f"Point {flag} at a writable directory, e.g. a mounted volume."
         raise NotWritableError(f"{flag} {path} is not writable ({error.strerror or error}). {fix}") from error
     return path
-
-
-class NotWritableError(OSError):
-    pass
-
-
-class StorageFull(OSError):
-    """A write found its volume full; a restart on the same volume fails the same way."""

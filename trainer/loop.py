@@ -14,10 +14,10 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from trainer import sigterm
-from trainer.checkpoint import PROGRESS_KEYS, Checkpoint, CheckpointStore, IncompatibleCheckpoint, Progress
+from trainer.checkpoint import PROGRESS_KEYS, Checkpoint, CheckpointStore, Progress
 from trainer.data import Dataset, epoch_shard, eval_shard
 from trainer.distributed import DistContext
-from trainer.fileio import StorageFull
+from trainer.failures import EXIT_SIGTERM, IncompatibleCheckpoint, NonFiniteLoss, StorageFull
 from trainer.metrics import Reporter
 from trainer.model import MEMORY_FORMAT, Net
 from trainer.runtime import autocast_for, configure_device
@@ -25,10 +25,6 @@ from trainer.runtime import autocast_for, configure_device
 LR_SCHEDULES = ("constant", "onecycle")
 STOP_CHECK_STEPS = 10  # how often the ranks agree on whether one got SIGTERM
 ONECYCLE_WARMUP = 0.15  # fraction of all steps spent warming up from lr/10
-
-
-class NonFiniteLoss(RuntimeError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -391,7 +387,7 @@ class Trainer:
         self.reporter.info(
             f"Stopped by SIGTERM after step {self.progress.step}, checkpointed: a restarted pod resumes from there"
         )
-        raise SystemExit(sigterm.EXIT_CODE)
+        raise SystemExit(EXIT_SIGTERM)
 
     def _window_mean(self, loss_sum: torch.Tensor, steps: int, epoch: int, batch: int) -> float:
         """Mean training loss over recent steps on all ranks; stops the job if it is not finite."""

@@ -4,7 +4,8 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from trainer.checkpoint import FORMAT_VERSION, REQUIRED_KEYS, CheckpointStore, IncompatibleCheckpoint, Progress
+from trainer.checkpoint import FORMAT_VERSION, REQUIRED_KEYS, CheckpointStore, Progress
+from trainer.failures import IncompatibleCheckpoint
 
 
 def _state(step):

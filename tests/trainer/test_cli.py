@@ -29,8 +29,8 @@ from tests.support.procs import (
 from trainer import data as datasets
 from trainer.benchmark import write_idx_dataset
 from trainer.cli import build_parser, check_outputs_writable, parse_args, shared_settings
-from trainer.distributed import STORE_CONNECT_ATTEMPT_SECONDS, LaunchError, PeersUnreachable
-from trainer.fileio import StorageFull
+from trainer.distributed import STORE_CONNECT_ATTEMPT_SECONDS
+from trainer.failures import LaunchError, PeersUnreachable, StorageFull
 from trainer.model import Net
 from trainer.runtime import native_bf16
 
