@@ -50,16 +50,6 @@ _non_negative_int = _checked(int, lambda v: v >= 0, "0 or more")
 _positive_float = _checked(float, lambda v: 0 < v < math.inf, "a positive number")
 _non_negative_float = _checked(float, lambda v: 0 <= v < math.inf, "0 or more")
 _fraction = _checked(float, lambda v: 0 <= v < 1, "in [0, 1)")
-# torch seeds are 64-bit and each epoch adds its number; C++ timeouts overflow far beyond 30 days.
-SEED_RANGE = (-(2**63), 2**63 - 1)
-MAX_TIMEOUT_SECONDS = 30 * 24 * 3600
-# OpenMP aborts the process (exit 139, retried) when asked for far more threads than any node has.
-MAX_THREADS = 1024
-_threads = _checked(int, lambda v: 0 <= v <= MAX_THREADS, f"from 0 to {MAX_THREADS}")
-_seed = _checked(int, lambda v: SEED_RANGE[0] <= v <= SEED_RANGE[1], "an integer from {} to {}".format(*SEED_RANGE))
-_timeout = _checked(
-    float, lambda v: 0 < v <= MAX_TIMEOUT_SECONDS, f"a positive number of seconds up to {MAX_TIMEOUT_SECONDS}"
-)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,9 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--momentum", type=_fraction, default=DEFAULTS.momentum, metavar="M", help="SGD momentum (default: %(default)s)"
     )
     seed.add_argument("--no-cuda", action="store_true", help="train on the CPU even if a GPU is present")
-    seed.add_argument(
-        "--seed", type=_seed, default=DEFAULTS.seed, metavar="S", help="random seed (default: %(default)s)"
-    )
+    seed.add_argument("--seed", type=int, default=DEFAULTS.seed, metavar="S", help="random seed (default: %(default)s)")
     seed.add_argument(
         "--log-interval",
         type=_positive_int,
@@ -235,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     opt.add_argument(
         "--threads",
-        type=_threads,
+        type=_non_negative_int,
         default=0,
         metavar="N",
         help="CPU threads per process; 0 = OMP_NUM_THREADS, else the cgroup CPU quota (or "
@@ -245,14 +233,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     opt.add_argument(
         "--pg-timeout",
-        type=_timeout,
+        type=_positive_float,
         default=300.0,
         metavar="SECONDS",
         help="process-group timeout: a dead peer fails the job after this long (default: 300)",
     )
     opt.add_argument(
         "--startup-timeout",
-        type=_timeout,
+        type=_positive_float,
         default=1800.0,
         metavar="SECONDS",
         help="how long processes wait for each other to start (pods pulling images or pending; "
