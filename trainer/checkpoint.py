@@ -10,16 +10,13 @@ from pathlib import Path
 
 import torch
 
+from trainer.failures import IncompatibleCheckpoint
 from trainer.fileio import atomic_write, remove_partial_writes
 
-FORMAT_VERSION = 2  # 2: `consumed` (samples of the epoch, all ranks) replaced the per-rank `batch`
+FORMAT_VERSION = 2  # raised when the layout changes: a newer one is refused, an older one set aside
 _NAME = re.compile(r"^checkpoint-(\d+)\.pt$")
 # A checkpoint's path and state, or (None, None) when there is none to resume.
 Checkpoint = tuple[Path, dict] | tuple[None, None]
-
-
-class IncompatibleCheckpoint(RuntimeError):
-    """The newest checkpoint belongs to another run or another trainer version; restarts cannot fix it."""
 
 
 @dataclass
@@ -41,7 +38,9 @@ class Progress:
 
 
 PROGRESS_KEYS = tuple(f.name for f in fields(Progress))
-REQUIRED_KEYS = frozenset({"format", "settings", "model", "optimizer", "world_size", "rng", *PROGRESS_KEYS})
+REQUIRED_KEYS = frozenset(
+    {"format", "settings", "model", "optimizer", "world_size", "precision", "rng", *PROGRESS_KEYS}
+)
 
 
 class CheckpointStore:
@@ -91,8 +90,6 @@ class CheckpointStore:
                 _check_crcs(path)
                 # Checkpoints hold only tensors and primitives, so the safe loader suffices.
                 state = torch.load(path, map_location="cpu", weights_only=True)
-                if isinstance(state, dict) and state.get("format") == 1 and _FORMAT_1_KEYS <= set(state):
-                    state = _from_format_1(state)
             except OSError as error:  # the storage failed, maybe for a moment: the file may be fine
                 warnings.warn(f"skipping {path}: could not read it ({error})", stacklevel=2)
                 continue
@@ -135,21 +132,3 @@ def _check_crcs(path: Path) -> None:
         damaged = archive.testzip()
     if damaged is not None:
         raise zipfile.BadZipFile(f"{damaged} fails its CRC check")
-
-
-_FORMAT_1_KEYS = REQUIRED_KEYS - {"consumed"} | {"batch"}
-
-
-def _from_format_1(state: dict) -> dict:
-    """A format-1 checkpoint as format 2, so runs that wrote one still resume from it.
-
-    Format 1 stored `batch`, the next batch within one rank's shard of the epoch; every batch
-    before the last is full, and the ranks interleave, so all ranks together consumed that many
-    batches' worth of the permutation's prefix.
-    """
-    settings, world_size = dict(state["settings"]), state["world_size"]
-    per_rank = min(state["batch"] * settings["batch_size"], settings["train_samples"] // world_size)
-    if settings["lr_schedule"] != "constant":  # its length depends on the world size
-        settings["world_size"] = world_size
-    upgraded = {key: value for key, value in state.items() if key != "batch"}
-    return {**upgraded, "format": FORMAT_VERSION, "settings": settings, "consumed": per_rank * world_size}

@@ -14,18 +14,11 @@ from pathlib import Path
 import torch
 
 from trainer import data as datasets
-from trainer.checkpoint import CheckpointStore, IncompatibleCheckpoint
-from trainer.distributed import (
-    BACKENDS,
-    DistContext,
-    LaunchError,
-    PeersUnreachable,
-    check_same_settings,
-    init,
-    shutdown,
-)
-from trainer.fileio import NotWritableError, StorageFull, atomic_write, ensure_writable_dir, remove_partial_writes
-from trainer.loop import LR_SCHEDULES, NonFiniteLoss, TrainConfig, new_trainer, read_latest_checkpoint
+from trainer.checkpoint import CheckpointStore
+from trainer.distributed import BACKENDS, DistContext, check_same_settings, init, shutdown
+from trainer.failures import EXIT_RETRYABLE, Failure, LaunchError, NotWritableError, StorageFull
+from trainer.fileio import atomic_write, ensure_writable_dir, remove_partial_writes
+from trainer.loop import LR_SCHEDULES, TrainConfig, new_trainer, read_latest_checkpoint
 from trainer.metrics import Reporter, final_metrics, write_metrics_json
 from trainer.model import exported_state
 from trainer.runtime import PRECISIONS, configure_threads, missing_compiler, resolve_precision
@@ -34,12 +27,6 @@ from trainer.sigterm import exit_on_sigterm
 DEFAULTS = TrainConfig()  # the seed script's, for the flags it had
 MODEL_FILE = "mnist_cnn.pt"
 METRICS_FILE = "metrics.json"
-# Exit codes for the training-operator's `restartPolicy: ExitCode`, which fails the job on 1-127 and
-# recreates the pod on 128-255. Bad settings, a missing dataset and divergence fail the same way on
-# every restart, and so does a full volume; anything else (a lost peer above all: gloo and NCCL raise plain
-# RuntimeErrors) may not.
-EXIT_PERMANENT = 1
-EXIT_RETRYABLE = 128
 
 
 def _checked(convert, accept, requirement: str):
@@ -63,16 +50,6 @@ _non_negative_int = _checked(int, lambda v: v >= 0, "0 or more")
 _positive_float = _checked(float, lambda v: 0 < v < math.inf, "a positive number")
 _non_negative_float = _checked(float, lambda v: 0 <= v < math.inf, "0 or more")
 _fraction = _checked(float, lambda v: 0 <= v < 1, "in [0, 1)")
-# torch seeds are 64-bit and each epoch adds its number; C++ timeouts overflow far beyond 30 days.
-SEED_RANGE = (-(2**63), 2**63 - 1)
-MAX_TIMEOUT_SECONDS = 30 * 24 * 3600
-# OpenMP aborts the process (exit 139, retried) when asked for far more threads than any node has.
-MAX_THREADS = 1024
-_threads = _checked(int, lambda v: 0 <= v <= MAX_THREADS, f"from 0 to {MAX_THREADS}")
-_seed = _checked(int, lambda v: SEED_RANGE[0] <= v <= SEED_RANGE[1], "an integer from {} to {}".format(*SEED_RANGE))
-_timeout = _checked(
-    float, lambda v: 0 < v <= MAX_TIMEOUT_SECONDS, f"a positive number of seconds up to {MAX_TIMEOUT_SECONDS}"
-)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,9 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--momentum", type=_fraction, default=DEFAULTS.momentum, metavar="M", help="SGD momentum (default: %(default)s)"
     )
     seed.add_argument("--no-cuda", action="store_true", help="train on the CPU even if a GPU is present")
-    seed.add_argument(
-        "--seed", type=_seed, default=DEFAULTS.seed, metavar="S", help="random seed (default: %(default)s)"
-    )
+    seed.add_argument("--seed", type=int, default=DEFAULTS.seed, metavar="S", help="random seed (default: %(default)s)")
     seed.add_argument(
         "--log-interval",
         type=_positive_int,
@@ -248,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     opt.add_argument(
         "--threads",
-        type=_threads,
+        type=_non_negative_int,
         default=0,
         metavar="N",
         help="CPU threads per process; 0 = OMP_NUM_THREADS, else the cgroup CPU quota (or "
@@ -258,14 +233,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     opt.add_argument(
         "--pg-timeout",
-        type=_timeout,
+        type=_positive_float,
         default=300.0,
         metavar="SECONDS",
         help="process-group timeout: a dead peer fails the job after this long (default: 300)",
     )
     opt.add_argument(
         "--startup-timeout",
-        type=_timeout,
+        type=_positive_float,
         default=1800.0,
         metavar="SECONDS",
         help="how long processes wait for each other to start (pods pulling images or pending; "
@@ -425,16 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     exit_on_sigterm()
     try:
         run(args)
-    except (
-        LaunchError,
-        datasets.DatasetUnavailable,
-        NonFiniteLoss,
-        IncompatibleCheckpoint,
-        StorageFull,
-        PeersUnreachable,
-    ) as error:
+    except Failure as error:  # exit codes: trainer/failures.py
         print(f"error: {error}", file=sys.stderr, flush=True)
-        return EXIT_RETRYABLE if isinstance(error, PeersUnreachable) else EXIT_PERMANENT
+        return error.exit_code
     except Exception:
         sys.excepthook(*sys.exc_info())
         return EXIT_RETRYABLE

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from trainer.distributed import DistContext
+from trainer.failures import DatasetUnavailable
 
 TORCHVISION_DATASETS = {"fashion-mnist": "FashionMNIST", "mnist": "MNIST"}
 GENERATED_DATASETS = ("digits", "synthetic")
@@ -35,10 +36,6 @@ SYNTHETIC_SIZES = (60_000, 10_000)
 # Per socket operation: torchvision's downloads set none, and a stalled mirror would hang rank 0
 # forever while its peers time out and restart.
 DOWNLOAD_TIMEOUT_SECONDS = 60.0
-
-
-class DatasetUnavailable(RuntimeError):
-    """The dataset's files are absent and could not be downloaded, or are there but unreadable."""
 
 
 @dataclass(frozen=True)

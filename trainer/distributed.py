@@ -21,6 +21,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from trainer.failures import LaunchError, PeersUnreachable
+
 BACKENDS = ("auto", "gloo", "nccl", "mpi")
 # The longest single try to reach rank 0's store while it is not up yet; see _connect_store.
 STORE_CONNECT_ATTEMPT_SECONDS = 5.0
@@ -31,14 +33,6 @@ _SET_BY_LAUNCHER = (
     "The training-operator and torchrun set RANK, WORLD_SIZE and LOCAL_* themselves: don't override "
     "them in the pod spec, and when launching by hand set them consistently for every process."
 )
-
-
-class LaunchError(RuntimeError):
-    """The environment or flags cannot start this process correctly; the message says why."""
-
-
-class PeersUnreachable(RuntimeError):
-    """The ranks did not all meet in time: a pod not yet started or a wrong address. A restart may fix it."""
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
+
+from trainer.failures import NotWritableError, StorageFull
 
 _TEMP_SUFFIX = ".tmp"
 
@@ -47,21 +50,18 @@ def full_volume_is_final(directory: str | Path, what: str) -> Iterator[None]:
 
 def _write_then_rename(path: Path, write: Callable[[BinaryIO], None]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path.name), suffix=_TEMP_SUFFIX, dir=path.parent)
+    tmp = path.with_name(f"{_temp_prefix(path.name)}{secrets.token_hex(6)}{_TEMP_SUFFIX}")
+    # The mode open() gives (0666 less the umask), not mkstemp's 0600: other readers of a shared
+    # volume (a serving pod, the fsGroup) load the model.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as handle:
-            try:
-                # mkstemp creates 0600; give the file the mode open() would, so other readers of a
-                # shared volume (a serving pod, the fsGroup) can load it. Some mounts refuse chmod.
-                os.fchmod(handle.fileno(), 0o666 & ~_umask())
-            except OSError:
-                pass
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
+        os.replace(tmp, path)
     except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     _fsync_directory(path.parent)
     return path
@@ -74,17 +74,6 @@ def _storage_full(error: BaseException | None) -> OSError | None:
             return error
         error = error.__cause__ or error.__context__
     return None
-
-
-def _umask() -> int:
-    """The process umask, read without os.umask's set-and-restore, which races with other threads."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except OSError:
-        pass
-    return 0o022
 
 
 def remove_partial_writes(directory: str | Path, name_pattern: str) -> list[Path]:
@@ -115,11 +104,3 @@ def ensure_writable_dir(path: str | Path, flag: str, fix: str = "") -> Path:
         fix = fix or f"Point {flag} at a writable directory, e.g. a mounted volume."
         raise NotWritableError(f"{flag} {path} is not writable ({error.strerror or error}). {fix}") from error
     return path
-
-
-class NotWritableError(OSError):
-    pass
-
-
-class StorageFull(OSError):
-    """A write found its volume full; a restart on the same volume fails the same way."""

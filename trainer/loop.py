@@ -6,6 +6,7 @@ import math
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import NoReturn
 
 import torch
@@ -14,10 +15,10 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from trainer import sigterm
-from trainer.checkpoint import PROGRESS_KEYS, Checkpoint, CheckpointStore, IncompatibleCheckpoint, Progress
+from trainer.checkpoint import PROGRESS_KEYS, Checkpoint, CheckpointStore, Progress
 from trainer.data import Dataset, epoch_shard, eval_shard
 from trainer.distributed import DistContext
-from trainer.fileio import StorageFull
+from trainer.failures import EXIT_SIGTERM, IncompatibleCheckpoint, NonFiniteLoss, StorageFull
 from trainer.metrics import Reporter
 from trainer.model import MEMORY_FORMAT, Net
 from trainer.runtime import autocast_for, configure_device
@@ -25,10 +26,6 @@ from trainer.runtime import autocast_for, configure_device
 LR_SCHEDULES = ("constant", "onecycle")
 STOP_CHECK_STEPS = 10  # how often the ranks agree on whether one got SIGTERM
 ONECYCLE_WARMUP = 0.15  # fraction of all steps spent warming up from lr/10
-
-
-class NonFiniteLoss(RuntimeError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -205,11 +202,23 @@ class Trainer:
         path, state = latest
         if state is None:
             return
-        current = self.settings()
+        progress = Progress(**{key: state[key] for key in PROGRESS_KEYS})
+        self._refuse_other_settings(path, state["settings"])
+        self._refuse_more_epochs(path, progress)
+        self._load(path, state)
+        self.progress = progress
+        self._warn_of_another_runtime(path, state)
+        where = f"in epoch {progress.epoch}" if progress.consumed else f"the end of epoch {progress.epoch - 1}"
+        self.reporter.info(f"Resumed from {path} (step {progress.step}, {where})")
+        self.reporter.resume_after(progress.step)
+        if progress.epoch > self.config.epochs:
+            self._say_finished()
+
+    def _refuse_other_settings(self, path: Path, written: dict) -> None:
         changed = [
-            f"{key} {state['settings'].get(key)!r} (now {value!r})"
-            for key, value in current.items()
-            if state["settings"].get(key) != value
+            f"{key} {written.get(key)!r} (now {value!r})"
+            for key, value in self.settings().items()
+            if written.get(key) != value
         ]
         if changed:
             raise IncompatibleCheckpoint(
@@ -217,7 +226,9 @@ class Trainer:
                 "run resumes only with the same settings; to start a new run, point --checkpoint-dir "
                 "at another directory or delete the checkpoints there."
             )
-        progress = Progress(**{key: state[key] for key in PROGRESS_KEYS})
+
+    def _refuse_more_epochs(self, path: Path, progress: Progress) -> None:
+        """A run that trained into a later epoch than --epochs no longer has that epoch's weights."""
         trained_into = progress.epoch if progress.consumed else progress.epoch - 1
         if trained_into > self.config.epochs:
             raise IncompatibleCheckpoint(
@@ -226,6 +237,9 @@ class Trainer:
                 "more to continue that run, or point --checkpoint-dir at "
                 "another directory to start a new one."
             )
+
+    def _load(self, path: Path, state: dict) -> None:
+        """The weights, optimizer and RNG; refused when they do not fit this trainer's model."""
         try:
             self.net.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
@@ -235,36 +249,36 @@ class Trainer:
                 "Run the image that wrote it, or point --checkpoint-dir at another directory to start a new run."
             ) from error
         torch.set_rng_state(state["rng"]["torch"])
-        self.progress = progress
-        if state["world_size"] != self.ctx.world_size and progress.epoch <= self.config.epochs:
+
+    def _warn_of_another_runtime(self, path: Path, state: dict) -> None:
+        """Another world size or precision is allowed (a restarted GPU pod may land on a node without
+        bf16 hardware), but the result then differs from an uninterrupted run's."""
+        epoch = self.progress.epoch
+        if state["world_size"] != self.ctx.world_size and epoch <= self.config.epochs:
             self.reporter.info(
                 f"warning: {path} was written with world size {state['world_size']}, now "
-                f"{self.ctx.world_size}; the rest of epoch {progress.epoch} is resharded over "
+                f"{self.ctx.world_size}; the rest of epoch {epoch} is resharded over "
                 f"{self.ctx.world_size} ranks, so the result differs from an uninterrupted run"
             )
-        # Allowed, like another world size: a restarted GPU pod may land on a node without bf16 hardware.
-        written_in = state.get("precision", self.config.precision)  # checkpoints from before --precision say none
-        if written_in != self.config.precision:
+        if state["precision"] != self.config.precision:
             self.reporter.info(
-                f"warning: {path} was written in {written_in}, this run trains in {self.config.precision} "
+                f"warning: {path} was written in {state['precision']}, this run trains in {self.config.precision} "
                 "(--precision), so the result differs from an uninterrupted run"
             )
-        where = f"in epoch {progress.epoch}" if progress.consumed else f"the end of epoch {progress.epoch - 1}"
-        self.reporter.info(f"Resumed from {path} (step {progress.step}, {where})")
-        self.reporter.resume_after(progress.step)
-        if progress.epoch > self.config.epochs:
-            last = progress.history[-1]
-            if "epochs" not in current:  # a resume may extend the run (see settings())
-                more = "a run with more --epochs on this --checkpoint-dir trains on from here."
-            else:
-                more = (
-                    f"its {self.config.lr_schedule} schedule spans exactly these epochs, so to train longer "
-                    "start a new run in another --checkpoint-dir."
-                )
-            self.reporter.info(
-                f"That run has finished {_epochs(self.config.epochs)} (accuracy {last['accuracy']:.4f} then), so "
-                f"nothing is left to train; {more}"
+
+    def _say_finished(self) -> None:
+        if "epochs" not in self.settings():  # a resume may extend the run (see settings())
+            more = "a run with more --epochs on this --checkpoint-dir trains on from here."
+        else:
+            more = (
+                f"its {self.config.lr_schedule} schedule spans exactly these epochs, so to train longer "
+                "start a new run in another --checkpoint-dir."
             )
+        last = self.progress.history[-1]
+        self.reporter.info(
+            f"That run has finished {_epochs(self.config.epochs)} (accuracy {last['accuracy']:.4f} then), so "
+            f"nothing is left to train; {more}"
+        )
 
     def _checkpoint(self) -> None:
         if self.store is None:
@@ -391,7 +405,7 @@ class Trainer:
         self.reporter.info(
             f"Stopped by SIGTERM after step {self.progress.step}, checkpointed: a restarted pod resumes from there"
         )
-        raise SystemExit(sigterm.EXIT_CODE)
+        raise SystemExit(EXIT_SIGTERM)
 
     def _window_mean(self, loss_sum: torch.Tensor, steps: int, epoch: int, batch: int) -> float:
         """Mean training loss over recent steps on all ranks; stops the job if it is not finite."""

@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainer.fileio import StorageFull, atomic_write, full_volume_is_final
+from trainer.failures import StorageFull
+from trainer.fileio import atomic_write, full_volume_is_final
 from trainer.model import TRAIN_FLOPS_PER_IMAGE
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from trainer.distributed import LaunchError
+from trainer.failures import LaunchError
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # The container's requests.cpu in millicores, which the chart passes through the downward API: the

@@ -21,7 +21,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-EXIT_CODE = 128 + signal.SIGTERM
+from trainer.failures import EXIT_SIGTERM
+
 UNWIND_SECONDS = 5.0  # well inside the kubelet's default grace period of 30 s
 # Room for the ranks to reach their next agreed step and write a checkpoint, still inside it.
 DEFERRED_SECONDS = 20.0
@@ -34,7 +35,7 @@ def _on_sigterm(signum: int, frame) -> None:
     if _deferring:
         _requested.set()
     else:
-        raise SystemExit(EXIT_CODE)
+        raise SystemExit(EXIT_SIGTERM)
 
 
 def _watch(wakeups: int) -> None:
@@ -44,7 +45,7 @@ def _watch(wakeups: int) -> None:
         pass  # another signal with a Python handler (SIGINT): not ours
     os.write(2, b"Stopped by SIGTERM\n")
     threading.Event().wait(DEFERRED_SECONDS if _deferring else UNWIND_SECONDS)
-    os._exit(EXIT_CODE)
+    os._exit(EXIT_SIGTERM)
 
 
 @contextmanager

@@ -14,7 +14,7 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.run import main as torchrun
 
-from trainer.cli import EXIT_PERMANENT, EXIT_RETRYABLE
+from trainer.failures import EXIT_PERMANENT, EXIT_RETRYABLE, container_exit_code, signal_exit_code
 
 # torchrun's own setup refusing its settings: no CUDA for --nproc-per-node gpu, a bad --nnodes range,
 # no etcd module for the etcd backend (an ImportError). A retry fails alike.
@@ -24,7 +24,7 @@ SETUP_ERRORS = (ValueError, TypeError, ImportError)
 def worker_exit_code(error: ChildFailedError) -> int:
     """The first failed worker's exit code; a signal as the kubelet reports one (128 + signal)."""
     _, failure = error.get_first_failure()
-    return 128 - failure.exitcode if failure.exitcode < 0 else failure.exitcode
+    return container_exit_code(failure.exitcode)
 
 
 def main() -> int:
@@ -35,7 +35,7 @@ def main() -> int:
         return worker_exit_code(error)
     except SignalException as error:  # the pod is being stopped (eviction, deletion)
         print(error, file=sys.stderr, flush=True)
-        return 128 + error.sigval
+        return signal_exit_code(error.sigval)
     except SETUP_ERRORS:
         traceback.print_exc()
         return EXIT_PERMANENT

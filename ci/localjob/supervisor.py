@@ -35,17 +35,13 @@ from typing import TextIO
 
 from ci.localjob.jobs import JobModel
 from ci.localjob.pods import LocalPod, empty_dirs, pod_dir
+from trainer import failures
 
 POLL_SECONDS = 0.2
 RESTART_DELAY_SECONDS = 1.0
 STOP_TIMEOUT_SECONDS = 10.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37  # <linux/prctl.h>
-
-
-def exit_code(returncode: int) -> int:
-    """A container's exit code: a process killed by signal N exits with 128 + N."""
-    return 128 - returncode if returncode < 0 else returncode
 
 
 def describe(code: int) -> str:
@@ -61,7 +57,7 @@ def retryable(policy: str, code: int) -> bool:
     if policy in ("OnFailure", "Always"):
         return True
     if policy == "ExitCode":
-        return code >= 128
+        return failures.retryable(code)
     return False
 
 
@@ -353,7 +349,7 @@ class JobRunner:
                 for replica in self.replicas:
                     if replica.phase == "Running" and replica.process.poll() is not None:
                         self._reap(replica)
-                        failure = self._on_exit(replica, exit_code(replica.process.returncode))
+                        failure = self._on_exit(replica, failures.container_exit_code(replica.process.returncode))
                         if failure:
                             break
                     elif replica.restart_at is not None and now >= replica.restart_at:
@@ -383,7 +379,7 @@ class JobRunner:
             for replica in running:
                 if replica.process.poll() is not None:
                     self._reap(replica)
-                    replica.exit_code = exit_code(replica.process.returncode)
+                    replica.exit_code = failures.container_exit_code(replica.process.returncode)
                     replica.phase = "Succeeded" if replica.exit_code == 0 else "Failed"
             time.sleep(POLL_SECONDS)
         for replica in self.replicas:

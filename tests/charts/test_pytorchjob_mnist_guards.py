@@ -68,17 +68,6 @@ GUARDS = {
                           'labels: "kueue.x-k8s.io/queue-name" belongs in kueue.queueName'),
     "queue-label-instead-of-kueue-value": ({"labels": {"kueue.x-k8s.io/queue-name": "team-a"}},
                                            "move the queue name there"),
-    # The API server refuses such pods: the job would stay Created, the reason only in its events.
-    "memory-request-above-limit": ({"resources": {"requests": {"memory": "8Gi"}}},
-                                   "resources.requests.memory (8Gi) is more than resources.limits.memory (4Gi), which "
-                                   "the API server refuses in every pod; lower the request or raise the limit"),
-    "cpu-request-above-limit": ({"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1500m"}}},
-                                "resources.requests.cpu (2) is more than resources.limits.cpu (1500m)"),
-    "tensorboard-request-above-limit": ({"tensorboard": {"resources": {"requests": {"memory": "2Gi"}}}},
-                                        "tensorboard.resources.requests.memory (2Gi) is more than "
-                                        "tensorboard.resources.limits.memory (1Gi)"),
-    "shm-fills-the-memory-limit": ({"resources": {"requests": {"memory": "512Mi"}, "limits": {"memory": "1Gi"}}},
-                                   "shm.sizeLimit (1Gi) is not below resources.limits.memory (1Gi)"),
     # The README's iteration advice tags builds `<sha>-cpu`; on a GPU node that image cannot use the GPU.
     "cpu-tag-with-gpu": ({"gpu": 1, "image": {"tag": "3f2a1bc-cpu"}},
                          "gpu: 1 needs a CUDA image but image.tag 3f2a1bc-cpu is a CPU build"),

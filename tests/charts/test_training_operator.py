@@ -632,22 +632,9 @@ def test_renders_as_a_subchart(helm, tmp_path):
     ({"metrics.port": 9443}, "webhook.port and metrics.port are both 9443"),
     ({"healthPort": 9443}, "webhook.port and healthPort are both 9443"),
     ({"healthPort": 8080}, "metrics.port and healthPort are both 8080"),
-    # The Service's two ports: the API server refuses a Service with a duplicate port.
-    ({"metrics.port": 443}, "metrics.port is 443, which the Service already serves the webhook on"),
-], ids=["metrics=webhook", "health=webhook", "health=metrics", "metrics=service-webhook"])
+], ids=["metrics=webhook", "health=webhook", "health=metrics"])
 def test_port_guards_name_the_values(helm, set_values, expected):
     assert expected in template_error(helm, **set_values)
-
-
-@pytest.mark.parametrize("release", ["2024-ops", "ops.v2"])
-def test_release_names_that_make_an_invalid_service_name_are_refused(helm, release):
-    """Helm accepts these release names, but the API server refuses a Service named after them."""
-    result = helm.template(OPERATOR_CHART, release=release, namespace=NAMESPACE)
-    assert result.returncode != 0, f"{helm.name} rendered release {release!r}"
-    assert f'object name "{release}-training-operator"' in result.stderr
-    assert "set fullnameOverride" in result.stderr
-    docs = helm.render(OPERATOR_CHART, release=release, namespace=NAMESPACE, set_values={"fullnameOverride": "ops"})
-    assert one(docs, "Service")["metadata"]["name"] == "ops"
 
 
 def test_scaling_to_zero_needs_a_webhook_that_fails_open(helm):

@@ -15,8 +15,9 @@ import pytest
 
 from ci.localjob.jobs import JobModel, PyTorchJobModel, TrainJobModel
 from ci.localjob.pods import LocalPod
-from ci.localjob.supervisor import JobRunner, exit_code, retryable
+from ci.localjob.supervisor import JobRunner, retryable
 from tests.support.paths import REPO
+from trainer.failures import container_exit_code
 
 # Exits with the first code of CODES not yet used; a marker file per attempt counts attempts.
 SCRIPT = """
@@ -142,7 +143,7 @@ def attempts(tmp_path: Path, name: str) -> int:
 
 
 def test_exit_codes_and_retry_rules():
-    assert exit_code(-9) == 137 and exit_code(3) == 3
+    assert container_exit_code(-9) == 137 and container_exit_code(3) == 3
     assert retryable("OnFailure", 1) and retryable("ExitCode", 137)
     assert not retryable("ExitCode", 1) and not retryable("Never", 137)
 

@@ -4,7 +4,8 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from trainer.checkpoint import FORMAT_VERSION, REQUIRED_KEYS, CheckpointStore, IncompatibleCheckpoint, Progress
+from trainer.checkpoint import FORMAT_VERSION, REQUIRED_KEYS, CheckpointStore, Progress
+from trainer.failures import IncompatibleCheckpoint
 
 
 def _state(step):
@@ -13,6 +14,7 @@ def _state(step):
         "model": {"w": torch.full((2,), float(step))},
         "optimizer": {},
         "world_size": 2,
+        "precision": "fp32",
         **asdict(Progress(step=step, consumed=8 * step)),
         "rng": {"torch": torch.get_rng_state()},
     }
@@ -141,19 +143,6 @@ def test_a_checkpoint_from_a_newer_trainer_is_refused_and_kept(tmp_path):
     ):
         store.load_latest()
     assert newer.exists(), "kept for the image that can resume from it"
-
-
-def test_format_1_checkpoint_resumes_at_the_samples_it_had_consumed(tmp_path):
-    settings = {"train_samples": 1001, "batch_size": 64, "lr_schedule": "onecycle", "epochs": 2}
-    old = {**_state(7), "format": 1, "settings": settings, "world_size": 3, "batch": 5}
-    del old["consumed"]
-    torch.save(old, tmp_path / "checkpoint-000000007.pt")
-    _, state = CheckpointStore(tmp_path, keep=3).load_latest()
-    assert state["consumed"] == 5 * 64 * 3 and "batch" not in state
-    assert state["settings"]["world_size"] == 3  # onecycle's length depends on it
-    old["batch"] = 6  # the epoch's last, short batch: each rank's 333 samples are done
-    torch.save(old, tmp_path / "checkpoint-000000008.pt")
-    assert CheckpointStore(tmp_path, keep=3).load_latest()[1]["consumed"] == 333 * 3
 
 
 def test_no_checkpoints_means_a_fresh_start(tmp_path):

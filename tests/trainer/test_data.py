@@ -8,6 +8,7 @@ import torch
 
 from trainer import data
 from trainer.benchmark import write_idx_dataset
+from trainer.failures import DatasetUnavailable
 
 
 def test_epoch_shards_are_disjoint_equal_and_change_each_epoch():
@@ -62,7 +63,7 @@ def test_idx_files_load_through_torchvision_as_normalized_tensors(tmp_path, name
 
 
 def test_missing_files_name_the_directory_and_the_four_files(tmp_path):
-    with pytest.raises(data.DatasetUnavailable) as error:
+    with pytest.raises(DatasetUnavailable) as error:
         data.load("fashion-mnist", tmp_path, download=False)
     message = str(error.value)
     assert str(tmp_path / "FashionMNIST" / "raw") in message
@@ -97,7 +98,7 @@ def test_damaged_files_are_named_as_unreadable_with_the_fix(tmp_path, damage, fi
     write_idx_dataset(tmp_path, data.load("synthetic", tmp_path, download=False).limited(50, 20))
     raw = tmp_path / "FashionMNIST" / "raw"
     damage(raw / file)
-    with pytest.raises(data.DatasetUnavailable) as error:
+    with pytest.raises(DatasetUnavailable) as error:
         data.load("fashion-mnist", tmp_path, download=True)
     message = str(error.value)
     assert f"the files in {raw} are unreadable" in message and "to download them again" in message
@@ -107,12 +108,13 @@ STALLED_DOWNLOAD = """
 import socket, sys
 from torchvision import datasets
 from trainer import data
+from trainer.failures import DatasetUnavailable
 server = socket.create_server(("127.0.0.1", 0))  # accepts connections into its backlog, never answers
 datasets.MNIST.mirrors = [f"http://127.0.0.1:{server.getsockname()[1]}/"]
 data.DOWNLOAD_TIMEOUT_SECONDS = 0.5
 try:
     data.load("mnist", sys.argv[1], download=True)
-except data.DatasetUnavailable as error:
+except DatasetUnavailable as error:
     print(error)
 """
 
@@ -204,6 +206,6 @@ def test_a_run_resumed_on_its_dataset_does_not_fall_back_when_the_download_fails
     """It fails as a missing dataset does, where a fresh run would take the fallback."""
     ranked = _TurnRecorder(rank=2, local_rank=0, peers_succeed=False)
     with pytest.raises(
-        data.DatasetUnavailable, match="The run being resumed trained on mnist, so it does not fall back to digits"
+        DatasetUnavailable, match="The run being resumed trained on mnist, so it does not fall back to digits"
     ):
         ranked.load_in_turns(monkeypatch, fallback="digits", resumed_name="mnist")

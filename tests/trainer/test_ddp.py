@@ -21,6 +21,7 @@ from trainer import cli
 from trainer.benchmark import write_idx_dataset
 from trainer.checkpoint import FORMAT_VERSION
 from trainer.data import load
+from trainer.failures import EXIT_PERMANENT, EXIT_RETRYABLE
 from trainer.runtime import native_bf16
 
 pytestmark = pytest.mark.slow
@@ -170,7 +171,7 @@ def test_a_failed_run_frees_its_ddp_wrapper_before_destroying_the_group(tmp_path
     has aborted a rank at exit (SIGABRT) instead of exiting with the failure's own code."""
     mp.spawn(_diverge_as_a_pod, args=(free_port(), tmp_path), nprocs=2, join=True)
     for rank in (0, 1):
-        assert (tmp_path / f"rank{rank}.exit").read_text() == str(cli.EXIT_PERMANENT)
+        assert (tmp_path / f"rank{rank}.exit").read_text() == str(EXIT_PERMANENT)
         assert (tmp_path / f"rank{rank}.alive").read_text() == "0"
 
 
@@ -292,7 +293,7 @@ def test_killed_rank_resumes_to_the_same_weights(tmp_path, precision):
     pods[1].send_signal(signal.SIGKILL)
     codes = wait_all(pods, timeout=120)
     assert codes[1] == -signal.SIGKILL
-    assert codes[0] == cli.EXIT_RETRYABLE, (
+    assert codes[0] == EXIT_RETRYABLE, (
         "the surviving rank must fail, not hang, and ask restartPolicy ExitCode for a retry"
     )
     assert not (interrupted / "out" / "mnist_cnn.pt").exists(), "killed too late to test resume"

@@ -9,7 +9,6 @@ import torch.multiprocessing as mp
 
 from tests.support.procs import free_port
 from trainer.distributed import (
-    LaunchError,
     check_group_matches,
     cuda_device,
     init,
@@ -17,6 +16,7 @@ from trainer.distributed import (
     resolve_backend,
     shutdown,
 )
+from trainer.failures import LaunchError
 from trainer.runtime import CPU_REQUEST_ENV, cpu_quota, omp_threads_set_by_user, thread_count
 
 

@@ -6,7 +6,8 @@ import stat
 import pytest
 import torch
 
-from trainer.fileio import StorageFull, atomic_write
+from trainer.failures import StorageFull
+from trainer.fileio import atomic_write
 
 
 def test_a_full_device_is_reported_as_such_and_leaves_no_temp(tmp_path):

@@ -7,7 +7,7 @@ import torch
 
 from tests.support.paths import REPO
 from trainer import runtime
-from trainer.distributed import LaunchError
+from trainer.failures import LaunchError
 from trainer.runtime import autocast_for, configure_device, missing_compiler
 
 

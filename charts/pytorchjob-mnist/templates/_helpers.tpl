@@ -61,18 +61,6 @@ keeps the image; the default tag changes with appVersion and so restarts it anyw
 {{- .Values.image.repository }}:{{ include "pytorchjob-mnist.imageTag" . }}{{ with .Values.image.digest }}@{{ . }}{{ end }}
 {{- end }}
 
-{{/*
-A Kubernetes quantity as a plain number, to compare two of them: 1Gi gives 1073741824, 500m 0.5.
-The schema has already checked the quantity's form.
-*/}}
-{{- define "pytorchjob-mnist.quantityNumber" -}}
-{{- $quantity := toString . }}
-{{- $suffix := regexFind "([KMGTPE]i|[numkMGTPE])$" $quantity }}
-{{- $scale := get (dict "" 1.0 "n" 1e-9 "u" 1e-6 "m" 1e-3 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18
-  "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0) $suffix }}
-{{- mulf (float64 (trimSuffix $suffix $quantity)) $scale }}
-{{- end }}
-
 {{/* Collective backend: the explicit value, else nccl for GPU jobs and gloo otherwise. */}}
 {{- define "pytorchjob-mnist.backend" -}}
 {{- if ne .Values.backend "auto" }}{{ .Values.backend }}{{ else if gt (int .Values.gpu) 0 }}nccl{{ else }}gloo{{ end }}

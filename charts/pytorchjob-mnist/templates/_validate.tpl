@@ -142,19 +142,6 @@ Fixed paths come first, so a collision always names a value that can move. */}}
 {{- end }}
 {{- $_ := set $seen $path $value }}
 {{- end }}
-{{- /* Requests above limits make the API server refuse every pod: the job would stay Created. */}}
-{{- range $where, $resources := dict "resources" .Values.resources "tensorboard.resources" .Values.tensorboard.resources }}
-{{- $limits := default dict (index (default dict $resources) "limits") }}
-{{- range $resource, $request := default dict (index (default dict $resources) "requests") }}
-{{- if and (hasKey $limits $resource) (gt (float64 (include "pytorchjob-mnist.quantityNumber" $request)) (float64 (include "pytorchjob-mnist.quantityNumber" (get $limits $resource)))) }}
-{{- fail (printf "%s.requests.%s (%v) is more than %s.limits.%s (%v), which the API server refuses in every pod; lower the request or raise the limit" $where $resource $request $where $resource (get $limits $resource)) }}
-{{- end }}
-{{- end }}
-{{- end }}
-{{- $memoryLimit := index (default dict (default dict .Values.resources).limits) "memory" }}
-{{- if and .Values.shm.enabled $memoryLimit (ge (float64 (include "pytorchjob-mnist.quantityNumber" .Values.shm.sizeLimit)) (float64 (include "pytorchjob-mnist.quantityNumber" $memoryLimit))) }}
-{{- fail (printf "shm.sizeLimit (%v) is not below resources.limits.memory (%v), and /dev/shm counts against that limit, so a full /dev/shm would leave the trainer no memory; raise resources.limits.memory or lower shm.sizeLimit" .Values.shm.sizeLimit $memoryLimit) }}
-{{- end }}
 {{- with .Values.runPolicy.schedulingPolicy.minAvailable }}
 {{- if gt (int .) (add1 $workers) }}
 {{- fail (printf "runPolicy.schedulingPolicy.minAvailable (%d) is more than the job's %d pods (1 Master + workers: %d), so the gang could never be scheduled; set minAvailable to at most %d, or raise workers" (int .) (add1 $workers) $workers (add1 $workers)) }}

@@ -156,10 +156,6 @@ compare option IgnoreExtraneous then keeps the unpruned CRD from holding the app
 
 {{/* Combinations the schema cannot express; fail early with the fix in the message. */}}
 {{- define "training-operator.validateValues" -}}
-{{- $fullname := include "training-operator.fullname" . }}
-{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $fullname) }}
-{{- fail (printf "object name %q (from the release name, or fullnameOverride) is not a DNS-1035 label, which the webhook Service's name must be: use lowercase letters, digits and '-', starting with a letter; set fullnameOverride to such a name" $fullname) }}
-{{- end }}
 {{- if eq .Values.watchNamespace .Release.Namespace }}
 {{- fail (printf "watchNamespace=%s is the release namespace, which holds the operator's ServiceAccount and webhook CA key: whoever may create PyTorchJobs there could run pods as the operator and take over its webhook. Install the operator in a namespace of its own (e.g. helm install -n training-operator) and keep watchNamespace=%s" .Values.watchNamespace .Values.watchNamespace) }}
 {{- end }}
@@ -181,9 +177,6 @@ compare option IgnoreExtraneous then keeps the unpruned CRD from holding the app
 {{- end }}
 {{- if and .Values.networkPolicy.enabled .Values.metrics.serviceMonitor.enabled (not .Values.networkPolicy.metricsFrom) }}
 {{- fail "networkPolicy.enabled closes the metrics port to all but networkPolicy.metricsFrom, which is empty, so the ServiceMonitor's Prometheus could not scrape: add its namespace or pods to networkPolicy.metricsFrom, e.g. [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]" }}
-{{- end }}
-{{- if eq (int .Values.metrics.port) 443 }}
-{{- fail "metrics.port is 443, which the Service already serves the webhook on; give metrics another port (e.g. 8080)" }}
 {{- end }}
 {{- if and (eq (int .Values.replicaCount) 0) (eq .Values.webhook.failurePolicy "Fail") }}
 {{- fail "replicaCount=0 leaves the webhook without a server, and webhook.failurePolicy=Fail then rejects every PyTorchJob create and update in the cluster; set replicaCount to 1 or more, or webhook.failurePolicy to Ignore while the operator is scaled down" }}
