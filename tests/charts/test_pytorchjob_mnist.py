@@ -246,11 +246,11 @@ def test_defaults_are_the_seeds_cpu_gloo_one_plus_one(default_docs):
 
 def test_training_values_become_trainer_flags(helm, tmp_path):
     docs = render_with(helm, {"training": {
-        "dataset": "mnist", "fallbackDataset": "digits", "epochs": 3, "batchSize": 128, "testBatchSize": 500,
+        "dataset": "fashion-mnist", "fallbackDataset": "mnist,digits", "epochs": 3, "batchSize": 128, "testBatchSize": 500,
         "lr": 0.001, "momentum": 0.9, "seed": 7, "logInterval": 5, "checkpointEvery": 50,
         "keepCheckpoints": 2, "extraArgs": ["--threads", "2"]}}, tmp_path)
     args = trainer_container(docs)["args"]
-    expected = {"--dataset": "mnist", "--fallback-dataset": "digits", "--epochs": "3", "--batch-size": "128",
+    expected = {"--dataset": "fashion-mnist", "--fallback-dataset": "mnist,digits", "--epochs": "3", "--batch-size": "128",
                 "--test-batch-size": "500", "--lr": "0.001", "--momentum": "0.9", "--seed": "7",
                 "--log-interval": "5", "--checkpoint-every": "50", "--keep-checkpoints": "2", "--threads": "2"}
     assert {name: flag(args, name) for name in expected} == expected
@@ -999,6 +999,8 @@ SCHEMA_REFUSALS = {
     "negative-workers": ({"workers": -1}, ["workers"]),
     "bad-nproc": ({"nprocPerNode": "four"}, ["nprocPerNode"]),
     "bad-dataset": ({"training": {"dataset": "cifar10"}}, ["dataset"]),
+    "bad-fallback-in-chain": ({"training": {"fallbackDataset": "mnist,cifar10"}}, ["fallbackDataset"]),
+    "fallback-chain-with-spaces": ({"training": {"fallbackDataset": "mnist, digits"}}, ["fallbackDataset"]),
     "relative-mount-path": ({"persistence": {"mountPath": "data"}}, ["mountPath"]),
     "bad-digest": ({"image": {"digest": "latest"}}, ["digest"]),
     "non-numeric-lr": ({"training": {"lr": "fast"}}, ["lr"]),

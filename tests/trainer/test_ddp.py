@@ -192,7 +192,7 @@ def test_two_pods_fall_back_together_when_the_dataset_cannot_be_downloaded(tmp_p
     """The ranks agree on the fallback: one that went its own way would end the other's collectives."""
     args = [
         "--dataset",
-        "mnist",
+        "fashion-mnist",
         "--data-dir",
         "empty",
         "--fallback-dataset",
