@@ -271,26 +271,41 @@ def _make_synthetic() -> Dataset:
 
 
 def _normalized(name, train_images, train_labels, test_images, test_labels) -> Dataset:
-    train = _as_float_images(train_images)
-    test = _as_float_images(test_images)
-    mean, std = train.mean(), train.std()
+    mean, std = _pixel_stats(train_images)
     return Dataset(
         name,
-        (train - mean) / std,
+        _standardized(train_images, mean, std),
         torch.as_tensor(train_labels, dtype=torch.int64),
-        (test - mean) / std,
+        _standardized(test_images, mean, std),
         torch.as_tensor(test_labels, dtype=torch.int64),
-        pixel_mean=mean.item(),
-        pixel_std=std.item(),
+        pixel_mean=mean,
+        pixel_std=std,
     )
 
 
-def _as_float_images(images: torch.Tensor) -> torch.Tensor:
+def _pixel_stats(images: torch.Tensor) -> tuple[float, float]:
+    """Mean and (sample) std of the pixels, bytes taken as ToTensor gives them (/ 255).
+
+    Bytes go through their histogram: one pass over MNIST's 47 MB instead of several over its
+    188 MB as floats, which took most of a second of start-up."""
+    if images.dtype != torch.uint8:
+        return images.mean().item(), images.std().item()
+    counts = torch.bincount(images.flatten(), minlength=256).double()
+    values = torch.arange(256, dtype=torch.float64) / 255
+    total = counts.sum()
+    mean = (counts * values).sum() / total
+    return mean.item(), ((counts * (values - mean) ** 2).sum() / (total - 1)).sqrt().item()
+
+
+def _standardized(images: torch.Tensor, mean: float, std: float) -> torch.Tensor:
+    """float32 [N, 1, 28, 28] images of zero mean and unit std (by the train set's statistics)."""
     if images.dtype == torch.uint8:
-        images = images.float() / 255.0
+        images = images.float().sub_(mean * 255).div_(std * 255)  # (pixels / 255 - mean) / std, in place
+    else:
+        images = (images - mean) / std
     if images.dim() == 3:
         images = images.unsqueeze(1)
-    return images.float().contiguous()
+    return images.contiguous()
 
 
 def epoch_shard(num_samples: int, seed: int, epoch: int, rank: int, world_size: int, start: int = 0) -> torch.Tensor:

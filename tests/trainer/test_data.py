@@ -49,7 +49,7 @@ def test_eval_shards_cover_the_test_set_exactly_once(n, world):
 
 
 @pytest.mark.parametrize("name", ["fashion-mnist", "mnist"])
-def test_idx_files_load_through_torchvision_as_normalized_tensors(tmp_path, name):
+def test_idx_files_load_as_normalized_tensors(tmp_path, name):
     source = data.load("synthetic", tmp_path, download=False).limited(50, 20)
     write_idx_dataset(tmp_path, source, name)
 
