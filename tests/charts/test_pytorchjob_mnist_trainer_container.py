@@ -31,11 +31,11 @@ def test_defaults_are_the_seeds_cpu_gloo_one_plus_one(default_docs):
 
 def test_training_values_become_trainer_flags(helm, tmp_path):
     docs = render_with(helm, {"training": {
-        "dataset": "mnist", "fallbackDataset": "digits", "epochs": 3, "batchSize": 128, "testBatchSize": 500,
+        "dataset": "fashion-mnist", "fallbackDataset": "mnist,digits", "epochs": 3, "batchSize": 128, "testBatchSize": 500,
         "lr": 0.001, "momentum": 0.9, "seed": 7, "logInterval": 5, "checkpointEvery": 50,
         "keepCheckpoints": 2, "extraArgs": ["--threads", "2"]}}, tmp_path)
     args = trainer_container(docs)["args"]
-    expected = {"--dataset": "mnist", "--fallback-dataset": "digits", "--epochs": "3", "--batch-size": "128",
+    expected = {"--dataset": "fashion-mnist", "--fallback-dataset": "mnist,digits", "--epochs": "3", "--batch-size": "128",
                 "--test-batch-size": "500", "--lr": "0.001", "--momentum": "0.9", "--seed": "7",
                 "--log-interval": "5", "--checkpoint-every": "50", "--keep-checkpoints": "2", "--threads": "2"}
     assert {name: flag(args, name) for name in expected} == expected

@@ -105,7 +105,7 @@ def test_suspended_job_is_not_run(tmp_path, capsys):
     assert "runPolicy.suspend is true" in capsys.readouterr().err
 
 
-def test_make_run_falls_back_to_digits_unless_the_users_values_say_otherwise(tmp_path):
+def test_make_run_falls_back_to_mnist_then_digits_unless_the_users_values_say_otherwise(tmp_path):
     """`make run` reads ci/localjob/run-values.yaml before VALUES, so a user's file wins."""
     run_values = str(REPO / "ci/localjob/run-values.yaml")
     strict = tmp_path / "strict.yaml"
@@ -116,7 +116,7 @@ def test_make_run_falls_back_to_digits_unless_the_users_values_say_otherwise(tmp
         argv = ["--print-env", "--run-dir", str(tmp_path)] + [arg for f in files for arg in ("-f", f)]
         assert main(argv, out=out) == 0
         commands[name] = out.getvalue()
-    assert "--fallback-dataset digits" in commands["default"]
+    assert "--fallback-dataset mnist,digits" in commands["default"]
     assert "--fallback-dataset" not in commands["strict"]
 
 

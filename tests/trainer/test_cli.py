@@ -128,10 +128,10 @@ def test_save_model_into_an_unwritable_current_directory_fails_before_training(t
 
 @pytest.mark.slow
 def test_resumed_runs_keep_their_dataset_whichever_downloads_work(tmp_path):
-    """End to end: a run that fell back to digits resumes on digits once MNIST's files are there."""
+    """End to end: a run that fell back to digits resumes on digits once FashionMNIST's files are there."""
     common = [
         "--dataset",
-        "mnist",
+        "fashion-mnist",
         "--fallback-dataset",
         "digits",
         "--limit-train",
@@ -150,7 +150,7 @@ def test_resumed_runs_keep_their_dataset_whichever_downloads_work(tmp_path):
     first = run_trainer([*common, "--data-dir", "empty", "--epochs", "1"], cwd=tmp_path)
     assert first.returncode == 0 and "Training on digits instead" in first.stdout, first.stderr
     write_idx_dataset(
-        tmp_path / "data", datasets.load("synthetic", tmp_path, download=False).limited(256, 100), "mnist"
+        tmp_path / "data", datasets.load("synthetic", tmp_path, download=False).limited(256, 100), "fashion-mnist"
     )
     again = run_trainer([*common, "--data-dir", "data", "--epochs", "2"], cwd=tmp_path)
     assert again.returncode == 0, again.stderr
@@ -392,7 +392,16 @@ def test_a_fallback_is_accepted_beside_a_dataset_that_never_needs_it():
     # `make run` (ci/localjob/run-values.yaml) passes --fallback-dataset digits whatever dataset a user's values choose.
     for dataset in ("digits", "synthetic"):
         args = parse_args(["--dataset", dataset, "--fallback-dataset", "digits", "--dir", ""])
-        assert (args.dataset, args.fallback_dataset) == (dataset, "digits")
+        assert (args.dataset, args.fallback_dataset) == (dataset, ("digits",))
+
+
+def test_fallback_datasets_are_a_comma_separated_chain_of_known_names(capsys):
+    assert parse_args(["--fallback-dataset", "mnist,digits"]).fallback_dataset == ("mnist", "digits")
+    with pytest.raises(SystemExit):
+        parse_args(["--fallback-dataset", "mnist,cifar10"])
+    assert "argument --fallback-dataset: 'cifar10': not a dataset; give a comma-separated list of" in (
+        capsys.readouterr().err
+    )
 
 
 def test_fallback_dataset_is_announced_first(tmp_path):

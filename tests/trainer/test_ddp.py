@@ -193,7 +193,7 @@ def test_two_pods_fall_back_together_when_the_dataset_cannot_be_downloaded(tmp_p
     """The ranks agree on the fallback: one that went its own way would end the other's collectives."""
     args = [
         "--dataset",
-        "mnist",
+        "fashion-mnist",
         "--data-dir",
         "empty",
         "--fallback-dataset",
@@ -340,23 +340,15 @@ def test_sigterm_to_one_pod_checkpoints_where_both_stop_and_resumes_to_the_same_
     assert_same_weights(tmp_path / "reference" / "out" / "mnist_cnn.pt", interrupted / "out" / "mnist_cnn.pt")
 
 
-def test_digits_reach_95_percent_test_accuracy(tmp_path):
-    """The bar a user would accept for 8x8 digits: >= 95% on the 359 held-out images."""
+def test_one_epoch_of_real_mnist_with_the_seeds_settings_reaches_96_percent(tmp_path, mnist_data_dir):
+    """The seed script's flags (batch 64, lr 0.01, momentum 0.5, seed 1) on all of MNIST: measured 0.968."""
     result = run_trainer(
         [
             "--dataset",
-            "digits",
+            "mnist",
+            "--data-dir",
+            str(mnist_data_dir),
             "--epochs",
-            "15",
-            "--batch-size",
-            "32",
-            "--lr",
-            "0.05",
-            "--momentum",
-            "0.9",
-            "--lr-schedule",
-            "onecycle",
-            "--threads",
             "1",
             "--output-dir",
             "out",
@@ -366,11 +358,12 @@ def test_digits_reach_95_percent_test_accuracy(tmp_path):
             "1000",
         ],
         cwd=tmp_path,
+        timeout=900,
     )
     assert result.returncode == 0, result.stderr
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
-    assert metrics["test_samples"] == 359
-    assert metrics["accuracy"] >= 0.95, metrics["history"]
+    assert (metrics["dataset"], metrics["test_samples"], metrics["train_images"]) == ("mnist", 10_000, 60_000)
+    assert metrics["accuracy"] >= 0.96, metrics["history"]
 
 
 def test_three_ranks_resume_from_a_mid_epoch_checkpoint_to_the_same_weights(tmp_path):
