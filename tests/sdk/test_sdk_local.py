@@ -3,6 +3,7 @@ built from our wheel; several nodes in the container backend over our CPU image.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import REPO
-from tests.support.podman import podman_env, podman_unusable
+from tests.support.podman import podman, podman_env, podman_unusable
 from tests.support.procs import free_port
 
 pytest.importorskip("kubeflow.trainer", reason="the Kubeflow SDK (kubeflow==0.5.0, a test extra) is not installed")
@@ -93,9 +94,7 @@ def container_backend_missing() -> str | None:
     """Why the container backend cannot run our CPU image here, or None."""
     if shutil.which("podman") is None:
         return "podman is not installed (apt-get install -y podman runc); the SDK's container backend needs it"
-    try:
-        import podman  # noqa: F401  (the SDK's adapter, kubeflow[podman])
-    except ImportError:
+    if importlib.util.find_spec("podman") is None:  # the SDK's adapter, kubeflow[podman]
         return "the podman Python client (pip install 'kubeflow[podman]==0.5.0') is not installed"
     if reason := podman_unusable(rootful=True):
         return reason
