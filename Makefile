@@ -60,6 +60,16 @@ BENCH_FLAGS ?=
 bench: venv ## Time to 99% on real MNIST, this trainer against the seed script's pipeline (BENCH_FLAGS=…)
 	$(PY) -m trainer.benchmark $(BENCH_FLAGS)
 
+# On a machine with one NVIDIA GPU and PyTorch (system python3, no venv, no network): CUDA tests and
+# benchmark. gpu-check-prepare fills .gpu-check/ (real MNIST, a tensorboardX wheel) to hand it along.
+.PHONY: gpu-check
+gpu-check: ## Run the CUDA tests and the benchmark on this machine's GPU, each part timed out (ci/gpu-check.sh)
+	bash ci/gpu-check.sh
+
+.PHONY: gpu-check-prepare
+gpu-check-prepare: venv ## Fill .gpu-check/ with what `make gpu-check` needs beyond the repository
+	PYTHON=$(PY) bash ci/gpu-check.sh --prepare
+
 ##@ Setup
 
 # The trainer runs on Python 3.10 too; its tests and tools read TOML with tomllib (3.11).
