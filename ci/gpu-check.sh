@@ -85,15 +85,15 @@ write_idx_dataset(Path(sys.argv[1]), load("digits", sys.argv[1], download=False)
   quick=(--seed-epochs 1 --ours-epochs 1 --target 0.5 --steps 4)
 elif "$PYTHON" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then
   device=cuda
-  quick=(--seed-epochs 1 --ours-epochs 3 --steps 200)
+  quick=(--seed-epochs 1 --ours-epochs 3 --steps 100)
 else
   echo "no CUDA: nothing to check on this machine (--cpu-dry-run checks the script on the CPU)"
   exit 0
 fi
 
-part "CUDA tests" 170 "$PYTHON" -m pytest --noconftest -p no:cacheprovider -m cuda -q -rs tests/trainer/test_cuda.py
-part "time to 99%" 170 "$PYTHON" -m trainer.benchmark --device "$device" --data-dir "$data" "${quick[@]}" --only accuracy
-part "throughput" 130 "$PYTHON" -m trainer.benchmark --device "$device" --data-dir "$data" "${quick[@]}" --only throughput
+part "CUDA tests" 150 "$PYTHON" -m pytest --noconftest -p no:cacheprovider -m cuda -q -rs tests/trainer/test_cuda.py
+part "time to 99%" 150 "$PYTHON" -m trainer.benchmark --device "$device" --data-dir "$data" "${quick[@]}" --only accuracy
+part "throughput" 160 "$PYTHON" -m trainer.benchmark --device "$device" --data-dir "$data" "${quick[@]}" --only throughput
 
 echo
 echo "=== summary ($device)"

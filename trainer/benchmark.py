@@ -18,6 +18,7 @@ matmuls alone; on CUDA, at batch 64 and 512, with and without --compile).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -168,7 +169,7 @@ def _seed_main(data_dir: Path, device: torch.device, epochs: int, steps: int, ba
     train_loader = DataLoader(train_ds, batch_size=batch_size, sampler=DistributedSampler(train_ds))
     if steps:
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.5)
-        batches = iter(train_loader)
+        batches = itertools.chain.from_iterable(itertools.repeat(train_loader))  # epoch after epoch: large batches
         for batch_idx in range(WARMUP_STEPS + steps):
             if batch_idx == WARMUP_STEPS:
                 _synchronize(device)
