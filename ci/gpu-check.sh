@@ -37,6 +37,9 @@ esac
 report=${OUT:-$BUNDLE}/gpu-check.txt
 mkdir -p "$(dirname "$report")"
 exec > >(tee "$report") 2>&1
+tee_pid=$!
+# However the script ends, the report is complete once tee has written all of it.
+trap 'exec >&- 2>&-; wait "$tee_pid"' EXIT
 
 SUMMARY=()
 # part NAME SECONDS COMMAND...: run COMMAND under a timeout and record how it ended.
