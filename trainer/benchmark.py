@@ -235,6 +235,7 @@ def timed_evaluations(command: list[str], env: dict[str, str], stop_at: float | 
     """Run `command`, timing each evaluation line it prints from its start; with `stop_at`, stop it at
     the first evaluation at or above that accuracy."""
     evaluations: list[Evaluated] = []
+    stopped = False
     with tempfile.TemporaryFile("w+") as stderr:
         started = time.perf_counter()
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
@@ -243,10 +244,10 @@ def timed_evaluations(command: list[str], env: dict[str, str], stop_at: float | 
                 evaluations.append(Evaluated(int(match[1]), time.perf_counter() - started, float(match[2])))
                 if stop_at is not None and evaluations[-1].accuracy >= stop_at:
                     proc.send_signal(signal.SIGTERM)
+                    stopped = True
                     break
         proc.stdout.close()
-        stopped = proc.wait() != 0 and not (evaluations and stop_at is not None and evaluations[-1].accuracy >= stop_at)
-        if stopped:
+        if proc.wait() != 0 and not stopped:
             stderr.seek(0)
             raise RuntimeError(f"{' '.join(command)} exited {proc.returncode}:\n{stderr.read()[-3000:]}")
     return evaluations
@@ -301,7 +302,8 @@ class Bench:
             command = [sys.executable, "-m", "trainer", "--dataset", "mnist", "--data-dir", str(a.data_dir)]
             command += ["--recipe", recipe, "--epochs", str(epochs), "--threads", str(a.threads), "--dir", ""]
             command += ["--output-dir", output_dir, *flags, *(["--no-cuda"] if a.device == "cpu" else [])]
-            evaluations = timed_evaluations(command, self.env, a.target)
+            # A run in its last epoch goes on to write its metrics.json.
+            evaluations = timed_evaluations(command, self.env, a.target if epochs > 1 else None)
             metrics = Path(output_dir, "metrics.json")
             return evaluations, json.loads(metrics.read_text()) if metrics.exists() else None
 
