@@ -71,9 +71,22 @@ test: tools venv ## Run every test that can run on this machine
 check: tools venv ## The inner loop: every test but the slow ones (image builds, DDP and end-to-end runs)
 	$(PYTEST) -m "not slow"
 
+# `make bench BENCH_FLAGS="--seed-epochs 1 --runs 0"` keeps it short; `python -m trainer.benchmark -h` lists them.
+BENCH_FLAGS ?=
+
 .PHONY: bench
-bench: venv ## Benchmark the trainer against the seed script's pipeline (prints the ratios)
-	$(PY) -m trainer.benchmark
+bench: venv ## Time to 99% on real MNIST, this trainer against the seed script's pipeline (BENCH_FLAGS=…)
+	$(PY) -m trainer.benchmark $(BENCH_FLAGS)
+
+# On a machine with one NVIDIA GPU and PyTorch (system python3, no venv, no network): CUDA tests and
+# benchmark. gpu-check-prepare fills .gpu-check/ (real MNIST, a tensorboardX wheel) to hand it along.
+.PHONY: gpu-check
+gpu-check: ## Run the CUDA tests and the benchmark on this machine's GPU, each part timed out (ci/gpu-check.sh)
+	bash ci/gpu-check.sh
+
+.PHONY: gpu-check-prepare
+gpu-check-prepare: venv ## Fill .gpu-check/ with what `make gpu-check` needs beyond the repository
+	PYTHON=$(PY) bash ci/gpu-check.sh --prepare
 
 ##@ Setup
 

@@ -46,6 +46,22 @@ class TrainConfig:
     precision: str = "fp32"  # or bf16 (autocast); runtime.resolve_precision turns --precision into one
 
 
+# The training settings that --recipe sets, unless their own flags are given.
+RECIPE_FIELDS = ("batch_size", "lr", "momentum", "nesterov", "weight_decay", "lr_schedule", "label_smoothing")
+# seed: the seed script's (TrainConfig's defaults). fast: the best test accuracy on MNIST after one epoch
+# that we measured (docs/benchmark.md), at a batch size that keeps CPU throughput high.
+RECIPES: dict[str, dict[str, object]] = {
+    "seed": {},
+    "fast": {"batch_size": 128, "lr": 0.1, "momentum": 0.9, "nesterov": True, "lr_schedule": "onecycle"},
+}
+
+
+def recipe_settings(recipe: str) -> dict[str, object]:
+    """Every RECIPE_FIELDS value of `recipe`."""
+    defaults = TrainConfig()
+    return {name: getattr(defaults, name) for name in RECIPE_FIELDS} | RECIPES[recipe]
+
+
 @dataclass(frozen=True)
 class Evaluation:
     accuracy: float

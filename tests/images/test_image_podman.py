@@ -316,3 +316,27 @@ def test_cuda_image_ddp_job_reads_fashion_mnist_files(cuda_image: str, tmp_path:
     metrics = json.loads((model_dir / "metrics.json").read_text())
     assert metrics["dataset"] == "fashion-mnist" and metrics["test_samples"] == 359  # digits' test split
     assert metrics["accuracy"] > 0.5, "5 epochs on digits learn something; chance is 0.1"
+
+
+def test_the_seed_guides_command_runs_in_the_image(cuda_image: str, tmp_path: Path):
+    """The seed guides' simple.yaml with only its image swapped runs `python3 /opt/pytorch-mnist/mnist.py
+    --epochs=1`: this trainer answers it with the seed's settings. In the CUDA image, whose torchvision loads
+    here (see above), on FashionMNIST files made from `digits` where the seed's default --data-dir looks."""
+    data = tmp_path / "data"
+    write_idx_dataset(data, load("digits", tmp_path, download=False))
+    result = podman(
+        "run",
+        "--rm",
+        "--volume",
+        f"{data}:/home/trainer/data:ro",
+        "--entrypoint",
+        "python3",
+        cuda_image,
+        "/opt/pytorch-mnist/mnist.py",
+        "--epochs=1",
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Recipe: seed. Settings: --batch-size 64 --lr 0.01 --momentum 0.5 --no-nesterov" in result.stdout
+    assert "Dataset: fashion-mnist, 1438 train / 359 test images" in result.stdout
+    assert re.search(r"^epoch=1 accuracy=0\.\d+ val_loss=\d", result.stdout, re.M)

@@ -38,7 +38,7 @@ QUICK = ["--dataset", "synthetic", "--limit-train", "256", "--limit-test", "100"
 
 
 def test_seed_script_flags_and_defaults():
-    args = build_parser().parse_args([])
+    args = parse_args([])
     assert (
         args.batch_size,
         args.test_batch_size,
