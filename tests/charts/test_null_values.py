@@ -1,5 +1,6 @@
 """A value set to null (in YAML, a key with nothing after the colon) either means "none" or is
 refused by the schema with the key named; it never ends in a Go template trace."""
+
 from __future__ import annotations
 
 import copy
@@ -13,12 +14,20 @@ from tests.support.paths import REPO
 # Each chart with its optional templates switched on, so that every value is read somewhere. The
 # base must render: a base a guard refuses would hide every other error behind its message.
 CHARTS = {
-    "training-operator": {"replicaCount": 2, "leaderElection": {"enabled": True}, "watchNamespace": "ml",
-                          "podDisruptionBudget": {"enabled": True},
-                          "networkPolicy": {"enabled": True, "metricsFrom": [{"podSelector": {}}]},
-                          "metrics": {"serviceMonitor": {"enabled": True}}},
-    "pytorchjob-mnist": {"gpu": 1, "tensorboard": {"enabled": True}, "networkPolicy": {"enabled": True},
-                         "persistence": {"create": {"accessModes": ["ReadWriteMany"]}}},
+    "training-operator": {
+        "replicaCount": 2,
+        "leaderElection": {"enabled": True},
+        "watchNamespace": "ml",
+        "podDisruptionBudget": {"enabled": True},
+        "networkPolicy": {"enabled": True, "metricsFrom": [{"podSelector": {}}]},
+        "metrics": {"serviceMonitor": {"enabled": True}},
+    },
+    "pytorchjob-mnist": {
+        "gpu": 1,
+        "tensorboard": {"enabled": True},
+        "networkPolicy": {"enabled": True},
+        "persistence": {"create": {"accessModes": ["ReadWriteMany"]}},
+    },
 }
 
 
@@ -55,5 +64,7 @@ def test_a_null_value_means_none_or_is_refused_by_name(helm, tmp_path, chart):
         refused_by_name = SCHEMA_REFUSAL in result.stderr and path[-1] in result.stderr
         if result.returncode != 0 and not refused_by_name:
             failures.append(f"{'.'.join(path)}: {result.stderr.strip().splitlines()[-2:]}")
-    assert not failures, ("null values that neither render nor are refused by the schema with the key named "
-                          "(add them to the schema's required):\n" + "\n".join(failures))
+    assert not failures, (
+        "null values that neither render nor are refused by the schema with the key named "
+        "(add them to the schema's required):\n" + "\n".join(failures)
+    )

@@ -1,5 +1,6 @@
 """The chart README's commands and claims match the Makefile, the values and what the chart does
 (tests/charts/test_values_docs.py checks its values table)."""
+
 from __future__ import annotations
 
 import re
@@ -7,7 +8,6 @@ import re
 import yaml
 
 from tests.support.paths import REPO, WORKLOAD_CHART
-
 
 
 def quick_start() -> str:

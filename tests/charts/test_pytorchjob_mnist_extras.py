@@ -1,5 +1,6 @@
 """charts/pytorchjob-mnist's extras: TensorBoard, the `helm test` pod and the run id it checks, and the
 Argo CD example."""
+
 from __future__ import annotations
 
 import re
@@ -66,9 +67,18 @@ def test_run_id_changes_with_what_shapes_the_run_and_only_then(helm, tmp_path, d
     default = flag(trainer_container(default_docs)["args"], "--run-id")
     assert re.fullmatch(r"[0-9a-f]{16}", default)
     assert run_id({"tensorboard": {"enabled": True}, "tests": {"minAccuracy": 0.9}}) == default
-    assert run_id({"training": {"lr": "0.01"}}) == run_id({"training": {"lr": 0.01}}), "--set passes decimals as strings"
-    changed = [run_id(values) for values in ({"training": {"epochs": 2}}, {"workers": 2},
-                                             {"image": {"tag": "0.2.0-cpu"}}, {"torchrun": {"enabled": True}})]
+    assert run_id({"training": {"lr": "0.01"}}) == run_id({"training": {"lr": 0.01}}), (
+        "--set passes decimals as strings"
+    )
+    changed = [
+        run_id(values)
+        for values in (
+            {"training": {"epochs": 2}},
+            {"workers": 2},
+            {"image": {"tag": "0.2.0-cpu"}},
+            {"torchrun": {"enabled": True}},
+        )
+    ]
     assert default not in changed and len(set(changed)) == len(changed)
 
 
@@ -84,12 +94,15 @@ def test_each_run_keeps_its_checkpoints_and_logs_apart(default_docs, rendered):
         assert flag(args, "--output-dir") == f"{run_dir}/model", "the newest finished run's model, at a fixed path"
 
 
-@pytest.mark.parametrize("values, world_size", [
-    ({"workers": 2, "torchrun": {"enabled": True}, "nprocPerNode": "2"}, "6"),
-    ({"workers": 0}, "1"),
-    ({"gpu": 1, "torchrun": {"enabled": True}, "nprocPerNode": "auto"}, ""),
-    ({"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True}}, ""),
-])
+@pytest.mark.parametrize(
+    "values, world_size",
+    [
+        ({"workers": 2, "torchrun": {"enabled": True}, "nprocPerNode": "2"}, "6"),
+        ({"workers": 0}, "1"),
+        ({"gpu": 1, "torchrun": {"enabled": True}, "nprocPerNode": "auto"}, ""),
+        ({"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True}}, ""),
+    ],
+)
 def test_helm_test_checks_the_world_size_when_the_values_fix_it(helm, tmp_path, values, world_size):
     assert one(render_with(helm, values, tmp_path), "Pod")["spec"]["containers"][0]["args"][4] == world_size
 

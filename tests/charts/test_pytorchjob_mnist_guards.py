@@ -1,5 +1,6 @@
 """charts/pytorchjob-mnist's `fail` guards and schema refusals, each message naming the value and the
 fix, what they let through, and rendering as a subchart."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,75 +14,134 @@ GUARDS = {
     "cpu-image-with-gpu": ({"gpu": 1, "image": {"variant": "cpu"}}, "set image.variant to cuda"),
     "two-gpus-without-torchrun": ({"gpu": 2}, "set torchrun.enabled=true"),
     "nproc-without-torchrun": ({"nprocPerNode": "4"}, "nprocPerNode: 4 without torchrun breaks WORLD_SIZE"),
-    "torchrun-count-without-torchrun": ({"nprocPerNode": "auto"},
-                                        "nprocPerNode: auto is one of torchrun's counts, but without torchrun"),
+    "torchrun-count-without-torchrun": (
+        {"nprocPerNode": "auto"},
+        "nprocPerNode: auto is one of torchrun's counts, but without torchrun",
+    ),
     # gloo too: the trainer puts each process of a GPU pod on the GPU its LOCAL_RANK numbers.
-    "more-processes-than-gpus-on-gloo": ({"gpu": 1, "backend": "gloo", "torchrun": {"enabled": True}, "nprocPerNode": "2"},
-                                        "nprocPerNode: 2 is more than gpu: 1, but every process of a GPU replica takes a GPU"),
-    "a-process-per-cpu-on-gpus": ({"gpu": 2, "torchrun": {"enabled": True}, "nprocPerNode": "cpu"},
-                                  "nprocPerNode: cpu starts a process per CPU core, but with gpu: 2"),
+    "more-processes-than-gpus-on-gloo": (
+        {"gpu": 1, "backend": "gloo", "torchrun": {"enabled": True}, "nprocPerNode": "2"},
+        "nprocPerNode: 2 is more than gpu: 1, but every process of a GPU replica takes a GPU",
+    ),
+    "a-process-per-cpu-on-gpus": (
+        {"gpu": 2, "torchrun": {"enabled": True}, "nprocPerNode": "cpu"},
+        "nprocPerNode: cpu starts a process per CPU core, but with gpu: 2",
+    ),
     # torchrun's own counts: "gpu" needs CUDA, "auto" and "cpu" count the node's cores, not the pod's.
-    "a-process-per-gpu-without-gpus": ({"torchrun": {"enabled": True}, "nprocPerNode": "gpu"},
-                                       'nprocPerNode: gpu counts the pod\'s GPUs, but gpu is 0'),
-    "a-process-per-node-core": ({"torchrun": {"enabled": True}, "nprocPerNode": "auto"},
-                                "nprocPerNode: auto with gpu: 0 starts a process per CPU core of the node"),
+    "a-process-per-gpu-without-gpus": (
+        {"torchrun": {"enabled": True}, "nprocPerNode": "gpu"},
+        "nprocPerNode: gpu counts the pod's GPUs, but gpu is 0",
+    ),
+    "a-process-per-node-core": (
+        {"torchrun": {"enabled": True}, "nprocPerNode": "auto"},
+        "nprocPerNode: auto with gpu: 0 starts a process per CPU core of the node",
+    ),
     "elastic-without-torchrun": ({"elasticPolicy": {"enabled": True}}, "elasticPolicy.enabled needs torchrun"),
-    "elastic-without-workers": ({"workers": 0, "torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True}},
-                                "elasticPolicy.enabled needs at least one Worker"),
-    "elastic-min-above-max": ({"torchrun": {"enabled": True},
-                               "elasticPolicy": {"enabled": True, "minReplicas": 3, "maxReplicas": 2}},
-                              "elasticPolicy.minReplicas (3) is greater than elasticPolicy.maxReplicas (2)"),
-    "etcd-without-host": ({"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True, "rdzvBackend": "etcd"}},
-                          "elasticPolicy.rdzvBackend etcd needs an etcd server, but rdzvHost is empty"),
-    "more-processes-than-gpus": ({"gpu": 2, "torchrun": {"enabled": True}, "nprocPerNode": "4"},
-                                 "set nprocPerNode to at most 2"),
-    "claim-and-host-path": ({"persistence": {"existingClaim": "data", "hostPath": {"path": "/srv"}}},
-                            "persistence.existingClaim and persistence.hostPath.path are both set"),
-    "tensorboard-without-volume": ({"tensorboard": {"enabled": True}, "persistence": {"enabled": False}},
-                                   "tensorboard.enabled needs persistence.enabled=true"),
+    "elastic-without-workers": (
+        {"workers": 0, "torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True}},
+        "elasticPolicy.enabled needs at least one Worker",
+    ),
+    "elastic-min-above-max": (
+        {"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True, "minReplicas": 3, "maxReplicas": 2}},
+        "elasticPolicy.minReplicas (3) is greater than elasticPolicy.maxReplicas (2)",
+    ),
+    "etcd-without-host": (
+        {"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True, "rdzvBackend": "etcd"}},
+        "elasticPolicy.rdzvBackend etcd needs an etcd server, but rdzvHost is empty",
+    ),
+    "more-processes-than-gpus": (
+        {"gpu": 2, "torchrun": {"enabled": True}, "nprocPerNode": "4"},
+        "set nprocPerNode to at most 2",
+    ),
+    "claim-and-host-path": (
+        {"persistence": {"existingClaim": "data", "hostPath": {"path": "/srv"}}},
+        "persistence.existingClaim and persistence.hostPath.path are both set",
+    ),
+    "tensorboard-without-volume": (
+        {"tensorboard": {"enabled": True}, "persistence": {"enabled": False}},
+        "tensorboard.enabled needs persistence.enabled=true",
+    ),
     "name-not-dns-1035": ({"fullnameOverride": "MNIST_run"}, "is not a DNS-1035 label"),
     "tensorboard-service-name-too-long": (
         {"fullnameOverride": "a" * 54, "tensorboard": {"enabled": True}},
         'its TensorBoard Service name "' + "a" * 54 + '-tensorboard" has 66 characters, the limit is 63; '
-        "set fullnameOverride to a name of at most 51 characters"),
-    "elastic-min-above-pods": ({"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True, "minReplicas": 3}},
-                               "elasticPolicy.minReplicas (3) is more than the job's 2 pods (1 Master + workers: 1)"),
-    "elastic-max-below-pods": ({"workers": 3, "torchrun": {"enabled": True},
-                                "elasticPolicy": {"enabled": True, "minReplicas": 2, "maxReplicas": 3}},
-                               "elasticPolicy.maxReplicas (3) is less than the job's 4 pods (1 Master + workers: 3)"),
-    "gpu-in-resource-limits": ({"resources": {"limits": {"nvidia.com/gpu": 1}}},
-                               "resources.limits has nvidia.com/gpu; GPUs come from the gpu value"),
-    "gpu-in-resource-requests": ({"gpu": 1, "resources": {"requests": {"nvidia.com/gpu": 1}}},
-                                 "remove nvidia.com/gpu from resources and set gpu to the GPUs per replica"),
-    "suspend-with-kueue": ({"kueue": {"queueName": "team-a"}, "runPolicy": {"suspend": True}},
-                           'runPolicy.suspend=true with kueue.queueName "team-a": Kueue owns runPolicy.suspend'),
-    "mount-path-on-tmp": ({"persistence": {"mountPath": "/tmp"}},
-                          'persistence.mountPath "/tmp" is also the mount path of the chart\'s /tmp emptyDir, and a '
-                          "container cannot mount two volumes at one path; set persistence.mountPath to another directory"),
-    "mount-path-on-shm": ({"persistence": {"mountPath": "/dev/shm/"}},
-                          'persistence.mountPath "/dev/shm" is also the mount path of the /dev/shm emptyDir'),
-    "cache-on-volume": ({"scratch": {"cachePath": "/mnt/pytorchjob-mnist"}},
-                        'scratch.cachePath "/mnt/pytorchjob-mnist" is also the mount path of persistence.mountPath'),
-    "chart-owned-label": ({"labels": {"app.kubernetes.io/component": "ml"}},
-                          'labels: "app.kubernetes.io/component" is one of the chart\'s own labels'),
-    "queue-label-twice": ({"kueue": {"queueName": "q"}, "labels": {"kueue.x-k8s.io/queue-name": "other"}},
-                          'labels: "kueue.x-k8s.io/queue-name" belongs in kueue.queueName'),
-    "queue-label-instead-of-kueue-value": ({"labels": {"kueue.x-k8s.io/queue-name": "team-a"}},
-                                           "move the queue name there"),
+        "set fullnameOverride to a name of at most 51 characters",
+    ),
+    "elastic-min-above-pods": (
+        {"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True, "minReplicas": 3}},
+        "elasticPolicy.minReplicas (3) is more than the job's 2 pods (1 Master + workers: 1)",
+    ),
+    "elastic-max-below-pods": (
+        {
+            "workers": 3,
+            "torchrun": {"enabled": True},
+            "elasticPolicy": {"enabled": True, "minReplicas": 2, "maxReplicas": 3},
+        },
+        "elasticPolicy.maxReplicas (3) is less than the job's 4 pods (1 Master + workers: 3)",
+    ),
+    "gpu-in-resource-limits": (
+        {"resources": {"limits": {"nvidia.com/gpu": 1}}},
+        "resources.limits has nvidia.com/gpu; GPUs come from the gpu value",
+    ),
+    "gpu-in-resource-requests": (
+        {"gpu": 1, "resources": {"requests": {"nvidia.com/gpu": 1}}},
+        "remove nvidia.com/gpu from resources and set gpu to the GPUs per replica",
+    ),
+    "suspend-with-kueue": (
+        {"kueue": {"queueName": "team-a"}, "runPolicy": {"suspend": True}},
+        'runPolicy.suspend=true with kueue.queueName "team-a": Kueue owns runPolicy.suspend',
+    ),
+    "mount-path-on-tmp": (
+        {"persistence": {"mountPath": "/tmp"}},
+        'persistence.mountPath "/tmp" is also the mount path of the chart\'s /tmp emptyDir, and a '
+        "container cannot mount two volumes at one path; set persistence.mountPath to another directory",
+    ),
+    "mount-path-on-shm": (
+        {"persistence": {"mountPath": "/dev/shm/"}},
+        'persistence.mountPath "/dev/shm" is also the mount path of the /dev/shm emptyDir',
+    ),
+    "cache-on-volume": (
+        {"scratch": {"cachePath": "/mnt/pytorchjob-mnist"}},
+        'scratch.cachePath "/mnt/pytorchjob-mnist" is also the mount path of persistence.mountPath',
+    ),
+    "chart-owned-label": (
+        {"labels": {"app.kubernetes.io/component": "ml"}},
+        'labels: "app.kubernetes.io/component" is one of the chart\'s own labels',
+    ),
+    "queue-label-twice": (
+        {"kueue": {"queueName": "q"}, "labels": {"kueue.x-k8s.io/queue-name": "other"}},
+        'labels: "kueue.x-k8s.io/queue-name" belongs in kueue.queueName',
+    ),
+    "queue-label-instead-of-kueue-value": (
+        {"labels": {"kueue.x-k8s.io/queue-name": "team-a"}},
+        "move the queue name there",
+    ),
     # The README's iteration advice tags builds `<sha>-cpu`; on a GPU node that image cannot use the GPU.
-    "cpu-tag-with-gpu": ({"gpu": 1, "image": {"tag": "3f2a1bc-cpu"}},
-                         "gpu: 1 needs a CUDA image but image.tag 3f2a1bc-cpu is a CPU build"),
-    "claim-without-persistence": ({"persistence": {"enabled": False, "existingClaim": "data"}},
-                                  "persistence.existingClaim is set but persistence.enabled=false"),
-    "host-path-without-persistence": ({"persistence": {"enabled": False, "hostPath": {"path": "/srv"}}},
-                                      "or clear persistence.hostPath.path"),
-    "gang-larger-than-the-job": ({"runPolicy": {"schedulingPolicy": {"minAvailable": 5}}},
-                                 "runPolicy.schedulingPolicy.minAvailable (5) is more than the job's 2 pods"),
-    "command-and-wrapper": ({"command": ["python", "/app/train.py"], "wrapCommand": ["py-spy", "record", "--"]},
-                            "command and wrapCommand are both set"),
-    "name-too-long": ({"fullnameOverride": "a" * 56, "workers": 10},
-                      'its pod and Service name "' + "a" * 56 + '-worker-9" has 65 characters, the limit is 63; '
-                      "set fullnameOverride to a name of at most 54 characters"),
+    "cpu-tag-with-gpu": (
+        {"gpu": 1, "image": {"tag": "3f2a1bc-cpu"}},
+        "gpu: 1 needs a CUDA image but image.tag 3f2a1bc-cpu is a CPU build",
+    ),
+    "claim-without-persistence": (
+        {"persistence": {"enabled": False, "existingClaim": "data"}},
+        "persistence.existingClaim is set but persistence.enabled=false",
+    ),
+    "host-path-without-persistence": (
+        {"persistence": {"enabled": False, "hostPath": {"path": "/srv"}}},
+        "or clear persistence.hostPath.path",
+    ),
+    "gang-larger-than-the-job": (
+        {"runPolicy": {"schedulingPolicy": {"minAvailable": 5}}},
+        "runPolicy.schedulingPolicy.minAvailable (5) is more than the job's 2 pods",
+    ),
+    "command-and-wrapper": (
+        {"command": ["python", "/app/train.py"], "wrapCommand": ["py-spy", "record", "--"]},
+        "command and wrapCommand are both set",
+    ),
+    "name-too-long": (
+        {"fullnameOverride": "a" * 56, "workers": 10},
+        'its pod and Service name "' + "a" * 56 + '-worker-9" has 65 characters, the limit is 63; '
+        "set fullnameOverride to a name of at most 54 characters",
+    ),
 }
 
 
@@ -134,8 +194,10 @@ SCHEMA_REFUSALS = {
     "tag-in-repository": ({"image": {"repository": "registry.example.com/ml/trainer:0.1.0-cpu"}}, ["repository"]),
     "digest-in-tag": ({"image": {"tag": "sha256:" + "0" * 64}}, ["tag"]),
     "upper-case-repository": ({"image": {"repository": "ghcr.io/MyOrg/trainer"}}, ["repository"]),
-    "tag-in-tensorboard-repository": ({"tensorboard": {"image": {"repository": "tensorflow/tensorflow:2.16.1"}}},
-                                      ["repository"]),
+    "tag-in-tensorboard-repository": (
+        {"tensorboard": {"image": {"repository": "tensorflow/tensorflow:2.16.1"}}},
+        ["repository"],
+    ),
     # One pod cluster-wide, or no writer: the job's pods could not all use the new claim.
     "read-write-once-pod-claim": ({"persistence": {"create": {"accessModes": ["ReadWriteOncePod"]}}}, ["accessModes"]),
 }
@@ -155,8 +217,16 @@ def test_guards_accept_what_they_do_not_refuse(helm, tmp_path):
     around the pod count, momentum just below 1, and /dev/shm as a mount path without shm."""
     accepted = [
         {"fullnameOverride": "a" * 51, "tensorboard": {"enabled": True}},
-        {"workers": 2, "torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True, "minReplicas": 3, "maxReplicas": 3}},
-        {"workers": 2, "torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True, "minReplicas": 1, "maxReplicas": 8}},
+        {
+            "workers": 2,
+            "torchrun": {"enabled": True},
+            "elasticPolicy": {"enabled": True, "minReplicas": 3, "maxReplicas": 3},
+        },
+        {
+            "workers": 2,
+            "torchrun": {"enabled": True},
+            "elasticPolicy": {"enabled": True, "minReplicas": 1, "maxReplicas": 8},
+        },
         {"training": {"momentum": 0.99}},
         {"training": {"momentum": 0}},
         {"shm": {"enabled": False}, "persistence": {"mountPath": "/dev/shm"}},
@@ -174,8 +244,15 @@ def test_guards_accept_what_they_do_not_refuse(helm, tmp_path):
     for values in accepted:
         docs = render_with(helm, values, tmp_path)
         assert one(docs, "PyTorchJob"), values
-    docs = render_with(helm, {"persistence": {"existingClaim": "data.v2"}, "tests": {"minAccuracy": "0.95"},
-                              "training": {"extraArgs": None}}, tmp_path)
+    docs = render_with(
+        helm,
+        {
+            "persistence": {"existingClaim": "data.v2"},
+            "tests": {"minAccuracy": "0.95"},
+            "training": {"extraArgs": None},
+        },
+        tmp_path,
+    )
     assert one(docs, "Pod")["spec"]["containers"][0]["args"][1] == "0.95"
     assert one(docs, "Pod")["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == "data.v2"
     args = trainer_container(helm.render(WORKLOAD_CHART, set_values={"training.momentum": "0.95"}))["args"]
@@ -191,8 +268,15 @@ def test_renders_as_an_optional_subchart(helm, tmp_path):
 
 
 def test_names_that_look_like_numbers_stay_strings(helm, tmp_path):
-    docs = render_with(helm, {"kueue": {"queueName": "123"}, "runPolicy": {"schedulingPolicy": {"queue": "007"}},
-                              "persistence": {"hostPath": {"path": "/srv/mnist", "nodeName": "1234"}}}, tmp_path)
+    docs = render_with(
+        helm,
+        {
+            "kueue": {"queueName": "123"},
+            "runPolicy": {"schedulingPolicy": {"queue": "007"}},
+            "persistence": {"hostPath": {"path": "/srv/mnist", "nodeName": "1234"}},
+        },
+        tmp_path,
+    )
     job = one(docs, "PyTorchJob")
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "123"
     assert job["spec"]["runPolicy"]["schedulingPolicy"]["queue"] == "007"

@@ -1,5 +1,6 @@
 """The chart's `helm test` check (files/check_run.py) passes a finished run and names what is
 wrong otherwise. The e2e test in tests/localjob runs it on a real run's output."""
+
 from __future__ import annotations
 
 import json
@@ -15,15 +16,27 @@ SCRIPT = (WORKLOAD_CHART / "files" / "check_run.py").read_text()
 
 
 def check(model_dir, min_accuracy="0.5", timeout="0", run_id="run-b", world_size="2") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", SCRIPT, str(model_dir), min_accuracy, timeout, run_id, world_size],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(model_dir), min_accuracy, timeout, run_id, world_size],
+        capture_output=True,
+        text=True,
+    )
 
 
 @pytest.fixture
 def finished_run(tmp_path):
     (tmp_path / "metrics.json").write_text(
-        json.dumps({"run_id": "run-b", "accuracy": 0.9, "val_loss": 0.3, "world_size": 2,
-                    "dataset": "fashion-mnist", "epochs": 1}))
+        json.dumps(
+            {
+                "run_id": "run-b",
+                "accuracy": 0.9,
+                "val_loss": 0.3,
+                "world_size": 2,
+                "dataset": "fashion-mnist",
+                "epochs": 1,
+            }
+        )
+    )
     torch.save(torch.nn.Linear(2, 2).state_dict(), tmp_path / "mnist_cnn.pt")
     return tmp_path
 
@@ -71,14 +84,21 @@ def test_missing_model_fails(finished_run):
 def test_unfinished_run_times_out_with_a_hint(tmp_path):
     result = check(tmp_path, timeout="0")
     assert result.returncode == 1
-    assert "metrics.json of run run-b did not appear within 0s; is the PyTorchJob still running or Failed?" in result.stderr
+    assert (
+        "metrics.json of run run-b did not appear within 0s; is the PyTorchJob still running or Failed?"
+        in result.stderr
+    )
 
 
 def test_the_check_waits_for_a_run_that_finishes_later(finished_run, tmp_path_factory):
     """`helm test` right after the install: the pod polls until the run writes its results."""
     model_dir = tmp_path_factory.mktemp("model")
-    waiting = subprocess.Popen([sys.executable, "-c", SCRIPT, str(model_dir), "0.5", "120", "run-b", "2"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    waiting = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(model_dir), "0.5", "120", "run-b", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert waiting.stdout.readline() == f"waiting for {model_dir / 'metrics.json'} …\n"
         for name in ("mnist_cnn.pt", "metrics.json"):  # the trainer's order: metrics.json last

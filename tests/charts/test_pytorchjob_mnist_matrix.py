@@ -1,6 +1,7 @@
 """charts/pytorchjob-mnist rendered by real Helm 3 and Helm 4: lint, and every combination of the matrix
 checked against Kubernetes schemas, the PyTorchJob CRD, the operator webhook's rules and the restricted
 Pod Security Standard."""
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """charts/pytorchjob-mnist's NOTES.txt, as `helm install` would print it."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,12 +24,15 @@ def notes(helm, notes_chart):
 
 def test_notes_tell_the_user_what_to_run(helm, notes):
     text = notes("--set", "tensorboard.enabled=true")
-    for command in ("kubectl get pytorchjobs mnist -n ml", "kubectl logs -f mnist-master-0 -n ml",
-                    "kubectl wait pytorchjob/mnist -n ml --for=condition=Succeeded",
-                    "helm test mnist -n ml --timeout 1860s",
-                    "kubectl logs mnist-check-run -n ml",
-                    "kubectl port-forward -n ml svc/mnist-tensorboard 6006:6006",
-                    "kubectl delete pvc mnist-storage -n ml"):
+    for command in (
+        "kubectl get pytorchjobs mnist -n ml",
+        "kubectl logs -f mnist-master-0 -n ml",
+        "kubectl wait pytorchjob/mnist -n ml --for=condition=Succeeded",
+        "helm test mnist -n ml --timeout 1860s",
+        "kubectl logs mnist-check-run -n ml",
+        "kubectl port-forward -n ml svc/mnist-tensorboard 6006:6006",
+        "kubectl delete pvc mnist-storage -n ml",
+    ):
         assert command in text, command
     assert "kubectl delete pv " not in text, "a new claim's volume is the provisioner's to delete"
     run_id = flag(trainer_container(helm.render(WORKLOAD_CHART, release="mnist", namespace="ml"))["args"], "--run-id")

@@ -1,5 +1,6 @@
 """charts/pytorchjob-mnist's pods: shm, scratch and cache dirs, GPUs, tolerations, service account,
 network policies, labels, placement, gang scheduling, Kueue and the run policy."""
+
 from __future__ import annotations
 
 import shutil
@@ -28,8 +29,12 @@ def test_shm_tmp_and_cache_are_writable_empty_dirs(default_docs):
     assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1Gi"}
     assert volumes["tmp"]["emptyDir"] == {"sizeLimit": "1Gi"}
     mounts = {m["name"]: m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
-    assert mounts == {"storage": "/mnt/pytorchjob-mnist", "tmp": "/tmp", "cache": "/var/cache/trainer",
-                      "dshm": "/dev/shm"}
+    assert mounts == {
+        "storage": "/mnt/pytorchjob-mnist",
+        "tmp": "/tmp",
+        "cache": "/var/cache/trainer",
+        "dshm": "/dev/shm",
+    }
     assert env_of(default_docs, "Master") == CACHE_ENV | TRAINER_ENV
     assert spec["securityContext"]["fsGroup"] == 1000, "fsGroup makes the claim writable"
 
@@ -41,7 +46,8 @@ def test_the_chart_sets_every_cache_variable_the_image_does(helm):
     assert image_cache == CACHE_ENV
     moved = env_of(helm.render(WORKLOAD_CHART, set_values={"scratch.cachePath": "/scratch"}), "Worker")
     assert {name: moved[name] for name in CACHE_ENV} == {
-        name: value.replace("/var/cache/trainer", "/scratch") for name, value in CACHE_ENV.items()}
+        name: value.replace("/var/cache/trainer", "/scratch") for name, value in CACHE_ENV.items()
+    }
 
 
 def test_gpu_goes_to_limits_only_with_toleration_nccl_and_cuda_image(rendered):
@@ -68,13 +74,23 @@ def test_user_tolerations_are_kept_next_to_the_gpu_one_on_every_volume_pod(helm,
     """TensorBoard and the test pod share the trainers' tolerations, so on a single-node volume
     they can join the trainers on a tainted GPU node."""
     user = {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}
-    docs = render_with(helm, {"gpu": 1, "tolerations": [user], "tensorboard": {"enabled": True},
-                              "persistence": {"create": {"accessModes": ["ReadWriteMany"]}}}, tmp_path)
+    docs = render_with(
+        helm,
+        {
+            "gpu": 1,
+            "tolerations": [user],
+            "tensorboard": {"enabled": True},
+            "persistence": {"create": {"accessModes": ["ReadWriteMany"]}},
+        },
+        tmp_path,
+    )
     pods = volume_pods(docs)
     assert len(pods) == 4
     for name, template in pods.items():
         assert template["spec"]["tolerations"] == [
-            user, {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}], name
+            user,
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        ], name
 
 
 def test_tensorboard_is_refused_beside_gpus_on_a_single_node_volume(helm, tmp_path):
@@ -92,8 +108,7 @@ def test_tensorboard_is_refused_beside_gpus_on_a_single_node_volume(helm, tmp_pa
 
 
 def test_every_pod_can_run_as_a_given_service_account_with_its_token(helm, tmp_path):
-    values = {"serviceAccount": {"name": "mnist-reader", "automountToken": True},
-              "tensorboard": {"enabled": True}}
+    values = {"serviceAccount": {"name": "mnist-reader", "automountToken": True}, "tensorboard": {"enabled": True}}
     specs = all_pod_specs(render_with(helm, values, tmp_path))
     assert len(specs) == 4, "Master, Worker, TensorBoard, test pod"
     for spec in specs:
@@ -106,8 +121,10 @@ def test_network_policies_let_only_the_jobs_pods_reach_each_other(rendered):
     policies = {p["metadata"]["name"]: p["spec"] for p in by_kind(docs, "NetworkPolicy")}
     trainers = policies["mnist-trainer"]
     pod_labels = {r: spec["template"]["metadata"]["labels"] for r, spec in replica_specs(docs).items()}
-    other_pods = [one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"],
-                  one(docs, "Pod")["metadata"]["labels"]]
+    other_pods = [
+        one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"],
+        one(docs, "Pod")["metadata"]["labels"],
+    ]
     trainer_term = {"labelSelector": trainers["podSelector"]}
     assert all(selects(trainer_term, labels) for labels in pod_labels.values())
     assert not any(selects(trainer_term, labels) for labels in other_pods), "TensorBoard, the test pod"
@@ -164,14 +181,23 @@ def test_scheduling_gang_and_kueue(rendered):
     job = one(rendered["gang-scheduling-kueue"], "PyTorchJob")
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     assert job["spec"]["runPolicy"]["schedulingPolicy"] == {
-        "minAvailable": 2, "queue": "research", "priorityClass": "training-high", "scheduleTimeoutSeconds": 600}
+        "minAvailable": 2,
+        "queue": "research",
+        "priorityClass": "training-high",
+        "scheduleTimeoutSeconds": 600,
+    }
     spec = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     assert spec["schedulerName"] == "volcano" and spec["priorityClassName"] == "training-high"
 
 
 def test_run_policy_and_restart_policy(rendered):
     job = one(rendered["three-workers-exitcode-runpolicy"], "PyTorchJob")
-    assert job["spec"]["runPolicy"] == {"cleanPodPolicy": "All", "suspend": True, "backoffLimit": 0,
-                                        "ttlSecondsAfterFinished": 3600, "activeDeadlineSeconds": 7200}
+    assert job["spec"]["runPolicy"] == {
+        "cleanPodPolicy": "All",
+        "suspend": True,
+        "backoffLimit": 0,
+        "ttlSecondsAfterFinished": 3600,
+        "activeDeadlineSeconds": 7200,
+    }
     assert {s["restartPolicy"] for s in job["spec"]["pytorchReplicaSpecs"].values()} == {"ExitCode"}
     assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3

@@ -1,5 +1,6 @@
 """charts/pytorchjob-mnist's storage: per-release run directories, a new, existing or hostPath
 claim, and keeping the pods of a single-node volume on one node."""
+
 from __future__ import annotations
 
 import pytest
@@ -37,9 +38,11 @@ def test_default_creates_a_kept_claim_mounted_in_every_replica(default_docs):
     assert pvc["metadata"]["name"] == "mnist-storage"
     # Argo CD reads Helm's keep as Delete=false only; Prune=false keeps the claim out of pruning too,
     # and IgnoreExtraneous keeps the unpruned claim from holding the app OutOfSync.
-    assert pvc["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep",
-                                              "argocd.argoproj.io/sync-options": "Prune=false",
-                                              "argocd.argoproj.io/compare-options": "IgnoreExtraneous"}
+    assert pvc["metadata"]["annotations"] == {
+        "helm.sh/resource-policy": "keep",
+        "argocd.argoproj.io/sync-options": "Prune=false",
+        "argocd.argoproj.io/compare-options": "IgnoreExtraneous",
+    }
     assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"] and "storageClassName" not in pvc["spec"]
     assert pvc["spec"]["resources"]["requests"]["storage"] == "5Gi"
     assert not by_kind(default_docs, "PersistentVolume")
@@ -66,8 +69,12 @@ def test_existing_claim_is_used_and_nothing_is_created(rendered):
 
 
 def test_host_path_volume_is_reserved_for_its_claim(helm, tmp_path):
-    docs = render_with(helm, {"persistence": {"hostPath": {"path": "/srv/mnist", "nodeName": "node-1"}}},
-                       tmp_path, namespace="kubeflow")
+    docs = render_with(
+        helm,
+        {"persistence": {"hostPath": {"path": "/srv/mnist", "nodeName": "node-1"}}},
+        tmp_path,
+        namespace="kubeflow",
+    )
     pv = one(docs, "PersistentVolume")
     pvc = one(docs, "PersistentVolumeClaim")
     assert pv["metadata"]["name"] == "kubeflow-mnist-storage" and "namespace" not in pv["metadata"]
@@ -101,8 +108,9 @@ def test_read_write_once_volume_keeps_all_its_pods_on_one_node(helm, tmp_path):
     pods = volume_pods(docs)
     assert set(pods) == {"Master", "Worker", "Deployment/mnist-tensorboard", "Pod/mnist-check-run"}
     for name, template in pods.items():
-        assert any(v.get("persistentVolumeClaim", {}).get("claimName") == "mnist-storage"
-                   for v in template["spec"]["volumes"]), f"{name} does not mount the claim"
+        assert any(
+            v.get("persistentVolumeClaim", {}).get("claimName") == "mnist-storage" for v in template["spec"]["volumes"]
+        ), f"{name} does not mount the claim"
         terms = same_node_terms(template)
         assert len(terms) == 1, f"{name}: {template['spec'].get('affinity')}"
         for other, other_template in pods.items():
@@ -111,15 +119,18 @@ def test_read_write_once_volume_keeps_all_its_pods_on_one_node(helm, tmp_path):
     assert not selects(same_node_terms(pods["Master"])[0], other_release), "another release's pods are not selected"
 
 
-@pytest.mark.parametrize("values, single_node", [
-    ({}, True),
-    ({"persistence": {"create": {"accessModes": ["ReadWriteMany"]}}}, False),
-    ({"persistence": {"create": {"accessModes": ["ReadWriteMany"]}, "singleNode": True}}, True),
-    ({"persistence": {"existingClaim": "data"}}, True),
-    ({"persistence": {"existingClaim": "data", "singleNode": False}}, False),
-    ({"persistence": {"hostPath": {"path": "/srv/mnist"}}}, True),
-    ({"persistence": {"enabled": False}}, False),
-])
+@pytest.mark.parametrize(
+    "values, single_node",
+    [
+        ({}, True),
+        ({"persistence": {"create": {"accessModes": ["ReadWriteMany"]}}}, False),
+        ({"persistence": {"create": {"accessModes": ["ReadWriteMany"]}, "singleNode": True}}, True),
+        ({"persistence": {"existingClaim": "data"}}, True),
+        ({"persistence": {"existingClaim": "data", "singleNode": False}}, False),
+        ({"persistence": {"hostPath": {"path": "/srv/mnist"}}}, True),
+        ({"persistence": {"enabled": False}}, False),
+    ],
+)
 def test_pods_are_kept_on_one_node_only_for_a_single_node_volume(helm, tmp_path, values, single_node):
     docs = render_with(helm, values, tmp_path)
     for name, template in volume_pods(docs).items():
@@ -130,11 +141,24 @@ def test_pods_are_kept_on_one_node_only_for_a_single_node_volume(helm, tmp_path,
 
 def test_same_node_affinity_is_merged_into_the_users_affinity(helm, tmp_path):
     user_term = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "topology.kubernetes.io/zone"}
-    node_affinity = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}
-    docs = render_with(helm, {"tensorboard": {"enabled": True}, "affinity": {
-        "nodeAffinity": node_affinity,
-        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [user_term]}}}, tmp_path)
+    node_affinity = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}
+            ]
+        }
+    }
+    docs = render_with(
+        helm,
+        {
+            "tensorboard": {"enabled": True},
+            "affinity": {
+                "nodeAffinity": node_affinity,
+                "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [user_term]},
+            },
+        },
+        tmp_path,
+    )
     for name, template in volume_pods(docs).items():
         affinity = template["spec"]["affinity"]
         assert affinity["nodeAffinity"] == node_affinity, name

@@ -1,4 +1,5 @@
 """charts/pytorchjob-mnist with torchrun and an elastic policy."""
+
 from __future__ import annotations
 
 from tests.support.helm import one
@@ -18,8 +19,7 @@ def test_torchrun_runs_the_trainer_module_with_processes_per_node(rendered):
 def test_t9k_torchrun_example_has_four_processes_and_three_restarts(rendered):
     job = one(rendered["examples/torchrun-values.yaml"], "PyTorchJob")
     assert job["spec"]["nprocPerNode"] == "4"
-    assert job["spec"]["elasticPolicy"] == {"minReplicas": 2, "maxReplicas": 2, "maxRestarts": 3,
-                                            "rdzvBackend": "c10d"}
+    assert job["spec"]["elasticPolicy"] == {"minReplicas": 2, "maxReplicas": 2, "maxRestarts": 3, "rdzvBackend": "c10d"}
     limits = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits == {"cpu": "8", "memory": "16Gi", "nvidia.com/gpu": 4}
 
@@ -33,8 +33,15 @@ def test_elastic_restarts_get_a_fresh_rendezvous_store_each_round(rendered):
 
 
 def test_user_env_can_turn_the_shared_rendezvous_store_back_on(helm, tmp_path):
-    docs = render_with(helm, {"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True},
-                              "env": [{"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "0"}]}, tmp_path)
+    docs = render_with(
+        helm,
+        {
+            "torchrun": {"enabled": True},
+            "elasticPolicy": {"enabled": True},
+            "env": [{"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "0"}],
+        },
+        tmp_path,
+    )
     names = [e["name"] for e in trainer_container(docs)["env"]]
     assert names.count("TORCH_DISABLE_SHARE_RDZV_TCP_STORE") == 1, names
     assert env_of(docs, "Master")["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "0"
@@ -43,6 +50,12 @@ def test_user_env_can_turn_the_shared_rendezvous_store_back_on(helm, tmp_path):
 def test_elastic_policy_renders_every_rendezvous_setting(rendered):
     job = one(rendered["elastic-custom-rendezvous"], "PyTorchJob")
     assert job["spec"]["elasticPolicy"] == {
-        "minReplicas": 2, "maxReplicas": 4, "maxRestarts": 5, "rdzvBackend": "c10d", "rdzvHost": "rdzv.example",
-        "rdzvPort": 29400, "rdzvId": "mnist-run",
-        "rdzvConf": [{"key": "join_timeout", "value": "900"}, {"key": "read_timeout", "value": "60"}]}
+        "minReplicas": 2,
+        "maxReplicas": 4,
+        "maxRestarts": 5,
+        "rdzvBackend": "c10d",
+        "rdzvHost": "rdzv.example",
+        "rdzvPort": 29400,
+        "rdzvId": "mnist-run",
+        "rdzvConf": [{"key": "join_timeout", "value": "900"}, {"key": "read_timeout", "value": "60"}],
+    }

@@ -1,4 +1,5 @@
 """charts/training-operator rendered with real Helm 3 and Helm 4 binaries (the `helm` fixture)."""
+
 from __future__ import annotations
 
 import functools
@@ -12,8 +13,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.helm import (SCHEMA_REFUSAL, Helm, by_kind, notes_preview_chart, one, render_notes,
-                                 set_chart_field, umbrella_chart)
+from tests.support.helm import (
+    SCHEMA_REFUSAL,
+    Helm,
+    by_kind,
+    notes_preview_chart,
+    one,
+    render_notes,
+    set_chart_field,
+    umbrella_chart,
+)
 from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
 from tests.support.paths import OPERATOR_CHART, REPO
 from tests.support.pss import container_violations, restricted_violations
@@ -28,7 +37,7 @@ WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"
 NOT_BUILTIN = {"ServiceMonitor"}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _render(helm: Helm, values_file=None, set_items: tuple = ()) -> tuple:
     docs = helm.render(
         OPERATOR_CHART,
@@ -47,8 +56,13 @@ def render(helm: Helm, values_file=None, **set_values) -> list[dict]:
 
 
 def template_error(helm: Helm, values_file: Path | None = None, **set_values) -> str:
-    result = helm.template(OPERATOR_CHART, set_values=set_values, values_files=(values_file,) if values_file else (),
-                           release=RELEASE, namespace=NAMESPACE)
+    result = helm.template(
+        OPERATOR_CHART,
+        set_values=set_values,
+        values_files=(values_file,) if values_file else (),
+        release=RELEASE,
+        namespace=NAMESPACE,
+    )
     assert result.returncode != 0, f"{helm.name} accepted {values_file or set_values}"
     return result.stderr
 
@@ -71,7 +85,9 @@ def init_container_template(docs: list[dict], values: dict[str, str] | None = No
     configmaps = [d for d in by_kind(docs, "ConfigMap") if "initContainer.yaml" in (d.get("data") or {})]
     assert len(configmaps) == 1
     text = configmaps[0]["data"]["initContainer.yaml"]
-    for placeholder, value in (values or {"InitContainerImage": "alpine:3.22", "MaxTries": "100", "MasterAddr": "job-master-0"}).items():
+    for placeholder, value in (
+        values or {"InitContainerImage": "alpine:3.22", "MaxTries": "100", "MasterAddr": "job-master-0"}
+    ).items():
         text = text.replace("{{." + placeholder + "}}", value)
     assert "{{" not in text, f"unexpanded Go template action left in:\n{text}"
     return yaml.safe_load(text)
@@ -82,7 +98,9 @@ def init_container_template(docs: list[dict], values: dict[str, str] | None = No
 
 @pytest.mark.parametrize("values_file", VARIANTS, ids=VARIANT_IDS)
 def test_helm_lint_strict(helm, values_file):
-    args = ["lint", "--strict", str(OPERATOR_CHART), "--namespace", NAMESPACE] + (["-f", str(values_file)] if values_file else [])
+    args = ["lint", "--strict", str(OPERATOR_CHART), "--namespace", NAMESPACE] + (
+        ["-f", str(values_file)] if values_file else []
+    )
     result = helm.run(*args, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 chart(s) failed" in result.stdout
@@ -106,7 +124,9 @@ def test_chart_testing_values_do_not_keep_the_crd(values_file):
 @pytest.mark.parametrize("kube_version", KUBERNETES_VERSIONS)
 def test_every_manifest_is_valid_kubernetes(helm, values_file, kube_version):
     docs = render(helm, values_file)
-    assert {"CustomResourceDefinition", "Deployment", "Service", "ValidatingWebhookConfiguration"} <= {d["kind"] for d in docs}
+    assert {"CustomResourceDefinition", "Deployment", "Service", "ValidatingWebhookConfiguration"} <= {
+        d["kind"] for d in docs
+    }
     for doc in docs:
         if doc["kind"] not in NOT_BUILTIN:
             validate_builtin(doc, kube_version)
@@ -120,7 +140,9 @@ def test_rbac_has_no_wildcards(helm, values_file):
     for role in roles:
         for rule in role["rules"]:
             for field in ("apiGroups", "resources", "verbs", "resourceNames"):
-                assert "*" not in rule.get(field, []), f"{role['kind']}/{role['metadata']['name']}: wildcard in {field}: {rule}"
+                assert "*" not in rule.get(field, []), (
+                    f"{role['kind']}/{role['metadata']['name']}: wildcard in {field}: {rule}"
+                )
             assert not any("*" in r for r in rule["resources"]), f"{role['metadata']['name']}: {rule}"
 
 
@@ -142,17 +164,23 @@ def test_pss_check_reports_each_violation():
         "hostNetwork": True,
         "volumes": [{"name": "host", "hostPath": {"path": "/"}}, {"name": "scratch", "emptyDir": {}}],
         "containers": [
-            {"name": "bad", "securityContext": {
-                "privileged": True,
-                "allowPrivilegeEscalation": True,
-                "capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]},
-            }},
-            {"name": "good", "securityContext": {
-                "allowPrivilegeEscalation": False,
-                "runAsNonRoot": True,
-                "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
-                "seccompProfile": {"type": "RuntimeDefault"},
-            }},
+            {
+                "name": "bad",
+                "securityContext": {
+                    "privileged": True,
+                    "allowPrivilegeEscalation": True,
+                    "capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]},
+                },
+            },
+            {
+                "name": "good",
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "runAsNonRoot": True,
+                    "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
+            },
         ],
     }
     assert restricted_violations(pod, "pod") == [
@@ -178,7 +206,11 @@ def test_operator_defaults(helm):
     assert "--leader-elect" not in operator_flags and "--namespace" not in operator_flags
     assert "--gang-scheduler-name" not in operator_flags
     assert operator_flags["--kube-api-qps"] == "20" and operator_flags["--kube-api-burst"] == "30"
-    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"metrics": 8080, "webhook": 9443, "health": 8081}
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+        "metrics": 8080,
+        "webhook": 9443,
+        "health": 8081,
+    }
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     deployment = one(docs, "Deployment")
@@ -237,7 +269,9 @@ def test_init_container_template_is_mounted_and_passed(helm):
     template_path = operator_flags["--pytorch-init-container-template-file"]
     mount = {m["name"]: m for m in operator_container(docs)["volumeMounts"]}["init-container-template"]
     assert template_path == f"{mount['mountPath']}/initContainer.yaml"
-    (init,) = init_container_template(docs, {"InitContainerImage": "mirror.local/library/alpine:3.21", "MaxTries": "7", "MasterAddr": "j-master-0"})
+    (init,) = init_container_template(
+        docs, {"InitContainerImage": "mirror.local/library/alpine:3.21", "MaxTries": "7", "MasterAddr": "j-master-0"}
+    )
     assert init["name"] == "init-pytorch" and init["image"] == "mirror.local/library/alpine:3.21"
     assert "seq 7" in init["command"][-1] and "getent hosts j-master-0" in init["command"][-1]
     # busybox nslookup (Alpine >= 3.11) exits 1 whenever any search domain says NXDOMAIN, which a
@@ -247,18 +281,24 @@ def test_init_container_template_is_mounted_and_passed(helm):
 
 def run_wait_loop(helm: Helm, tmp_path, answers_after: int | None, max_tries: int = 3) -> tuple[int, list[str]]:
     """Run the rendered init command with stub `getent` and `sleep` on PATH; return (exit code, getent calls)."""
-    (init,) = init_container_template(render(helm), {"InitContainerImage": "alpine", "MaxTries": str(max_tries), "MasterAddr": "j-master-0"})
+    (init,) = init_container_template(
+        render(helm), {"InitContainerImage": "alpine", "MaxTries": str(max_tries), "MasterAddr": "j-master-0"}
+    )
     assert init["command"][:2] == ["sh", "-c"]
     stubs = tmp_path / "bin"
     stubs.mkdir()
     calls = tmp_path / "calls"
-    answer = f'[ "$(wc -l < {calls})" -ge {answers_after} ] && {{ echo "10.96.0.5 $2"; exit 0; }}' if answers_after else ""
+    answer = (
+        f'[ "$(wc -l < {calls})" -ge {answers_after} ] && {{ echo "10.96.0.5 $2"; exit 0; }}' if answers_after else ""
+    )
     (stubs / "getent").write_text(f'#!/bin/sh\necho "$*" >> {calls}\n{answer}\nexit 2\n')
     (stubs / "sleep").write_text("#!/bin/sh\nexit 0\n")
     for stub in stubs.iterdir():
         stub.chmod(0o755)
     env = {"PATH": f"{stubs}:/usr/bin:/bin"}
-    result = subprocess.run(["sh", "-c", init["command"][2]], env=env, capture_output=True, text=True, timeout=30, check=False)
+    result = subprocess.run(
+        ["sh", "-c", init["command"][2]], env=env, capture_output=True, text=True, timeout=30, check=False
+    )
     return result.returncode, calls.read_text().splitlines() if calls.exists() else []
 
 
@@ -291,7 +331,9 @@ def test_leader_election_adds_flag_and_leases_rule(helm):
     # Rendered, not left to the API server: under server-side apply an unowned rollingUpdate would
     # stay when leader election is turned off, and Recreate with rollingUpdate is refused.
     assert one(docs, "Deployment")["spec"]["strategy"] == {
-        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
 
 
 @pytest.mark.one_helm_major
@@ -315,8 +357,12 @@ def test_high_availability_survives_a_node_drain(helm, tmp_path):
     assert spread["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
     assert not by_kind(render(helm), "PodDisruptionBudget")
     own = {"matchLabels": {"team": "ml"}}
-    constraint = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
-                  "whenUnsatisfiable": "DoNotSchedule", "labelSelector": own}
+    constraint = {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": own,
+    }
     values_file = tmp_path / "values.yaml"
     values_file.write_text(yaml.safe_dump({"topologySpreadConstraints": [constraint]}))
     kept = one(render(helm, values_file), "Deployment")
@@ -326,9 +372,18 @@ def test_high_availability_survives_a_node_drain(helm, tmp_path):
 @pytest.mark.one_helm_major
 @pytest.mark.parametrize("replicas", [1, 2])
 def test_a_budget_that_blocks_every_drain_is_refused(helm, replicas):
-    error = template_error(helm, **{"podDisruptionBudget.enabled": True, "podDisruptionBudget.minAvailable": replicas,
-                                    "replicaCount": replicas, "leaderElection.enabled": True})
-    assert f"podDisruptionBudget.minAvailable={replicas} with replicaCount={replicas} lets no replica be evicted" in error
+    error = template_error(
+        helm,
+        **{
+            "podDisruptionBudget.enabled": True,
+            "podDisruptionBudget.minAvailable": replicas,
+            "replicaCount": replicas,
+            "leaderElection.enabled": True,
+        },
+    )
+    assert (
+        f"podDisruptionBudget.minAvailable={replicas} with replicaCount={replicas} lets no replica be evicted" in error
+    )
 
 
 def test_network_policy_opens_the_webhook_to_all_and_metrics_to_the_given_peers(helm):
@@ -388,13 +443,17 @@ def test_secrets_are_granted_only_in_the_release_namespace(helm, values_file):
     # so no mode may grant Secrets cluster-wide.
     docs = render(helm, values_file)
     for cluster_role in by_kind(docs, "ClusterRole"):
-        assert not any("secrets" in rule["resources"] for rule in cluster_role["rules"]), cluster_role["metadata"]["name"]
+        assert not any("secrets" in rule["resources"] for rule in cluster_role["rules"]), cluster_role["metadata"][
+            "name"
+        ]
     secret_name = one(docs, "Secret")["metadata"]["name"]
     assert flags(docs)["--webhook-secret-name"] == secret_name
     (role,) = [role for role in by_kind(docs, "Role") if role["metadata"]["namespace"] == NAMESPACE]
     for watched in by_kind(docs, "Role"):
         if watched is not role:
-            assert not any("secrets" in rule["resources"] for rule in watched["rules"]), "Secrets of the watched namespace"
+            assert not any("secrets" in rule["resources"] for rule in watched["rules"]), (
+                "Secrets of the watched namespace"
+            )
     secret_rules = [rule for rule in role["rules"] if "secrets" in rule["resources"]]
     assert secret_rules, "the cert rotator cannot read or update its Secret"
     by_name = [rule for rule in secret_rules if rule.get("resourceNames")]
@@ -404,7 +463,11 @@ def test_secrets_are_granted_only_in_the_release_namespace(helm, values_file):
     assert verbs_by_name == {"get", "update"}, "only the webhook Secret may be read by name or written"
     assert unnamed_verbs == {"list", "watch"}, "the cache needs list/watch; nothing else namespace-wide"
     (binding,) = [binding for binding in by_kind(docs, "RoleBinding") if binding["metadata"]["namespace"] == NAMESPACE]
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]}
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
     service_account = one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": service_account, "namespace": NAMESPACE}]
 
@@ -412,7 +475,9 @@ def test_secrets_are_granted_only_in_the_release_namespace(helm, values_file):
 def test_cluster_mode_rules_cover_only_pytorchjobs(helm):
     docs = render(helm)
     operator_role = next(r for r in by_kind(docs, "ClusterRole") if r["metadata"]["name"] == RELEASE)
-    kubeflow = {res for rule in operator_role["rules"] if "kubeflow.org" in rule["apiGroups"] for res in rule["resources"]}
+    kubeflow = {
+        res for rule in operator_role["rules"] if "kubeflow.org" in rule["apiGroups"] for res in rule["resources"]
+    }
     assert kubeflow == {"pytorchjobs", "pytorchjobs/status", "pytorchjobs/finalizers"}
     binding = one(docs, "ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
@@ -434,7 +499,9 @@ def test_existing_service_account_is_used_and_bound(helm, watched):
     bindings = by_kind(docs, "RoleBinding") + by_kind(docs, "ClusterRoleBinding")
     assert {b["kind"] for b in bindings} == {"RoleBinding", "ClusterRoleBinding"}
     for binding in bindings:
-        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "sa", "namespace": NAMESPACE}], binding["metadata"]["name"]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "sa", "namespace": NAMESPACE}], binding[
+            "metadata"
+        ]["name"]
 
 
 def test_user_roles_aggregate_into_builtin_roles(helm):
@@ -450,8 +517,13 @@ def test_user_roles_aggregate_into_builtin_roles(helm):
 
 
 def test_tunables_reach_the_operator(helm):
-    docs = render(helm, gangSchedulerName="volcano", logLevel="debug", controllerThreads=3,
-                  **{"kubeAPI.qps": 55, "kubeAPI.burst": 80, "extraArgs": ["--zap-encoder=json"]})
+    docs = render(
+        helm,
+        gangSchedulerName="volcano",
+        logLevel="debug",
+        controllerThreads=3,
+        **{"kubeAPI.qps": 55, "kubeAPI.burst": 80, "extraArgs": ["--zap-encoder=json"]},
+    )
     operator_flags = flags(docs)
     assert operator_flags["--gang-scheduler-name"] == "volcano"
     assert operator_flags["--zap-log-level"] == "debug"
@@ -479,7 +551,9 @@ def test_init_container_user_can_be_left_to_the_platform(helm):
 
 
 def test_scheduling_knobs_reach_the_pod(helm):
-    pod = one(render(helm, priorityClassName="high", **{"nodeSelector.pool": "system"}), "Deployment")["spec"]["template"]["spec"]
+    pod = one(render(helm, priorityClassName="high", **{"nodeSelector.pool": "system"}), "Deployment")["spec"][
+        "template"
+    ]["spec"]
     assert pod["priorityClassName"] == "high"
     assert pod["nodeSelector"] == {"pool": "system"}
 
@@ -504,23 +578,36 @@ def test_crd_toggles(helm):
     unkept = one(render(helm, **{"crds.keep": False}), "CustomResourceDefinition")
     assert unkept["metadata"]["annotations"] == {"argocd.argoproj.io/sync-options": "ServerSideApply=true"}
     bare = one(render(helm, **{"crds.annotations": None}), "CustomResourceDefinition")
-    assert bare["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep",
-                                                "argocd.argoproj.io/sync-options": "Prune=false",
-                                                "argocd.argoproj.io/compare-options": "IgnoreExtraneous"}
-    own = one(render(helm, **{"crds.annotations.argocd\\.argoproj\\.io/compare-options": "IgnoreExtraneous"}),
-              "CustomResourceDefinition")
+    assert bare["metadata"]["annotations"] == {
+        "helm.sh/resource-policy": "keep",
+        "argocd.argoproj.io/sync-options": "Prune=false",
+        "argocd.argoproj.io/compare-options": "IgnoreExtraneous",
+    }
+    own = one(
+        render(helm, **{"crds.annotations.argocd\\.argoproj\\.io/compare-options": "IgnoreExtraneous"}),
+        "CustomResourceDefinition",
+    )
     assert own["metadata"]["annotations"]["argocd.argoproj.io/compare-options"] == "IgnoreExtraneous", "not twice"
-    assert "annotations" not in one(render(helm, **{"crds.annotations": None, "crds.keep": False}),
-                                    "CustomResourceDefinition")["metadata"]
+    assert (
+        "annotations"
+        not in one(render(helm, **{"crds.annotations": None, "crds.keep": False}), "CustomResourceDefinition")[
+            "metadata"
+        ]
+    )
     assert not by_kind(render(helm, **{"crds.enabled": False}), "CustomResourceDefinition")
 
 
 def test_service_monitor_is_optional(helm):
     assert not by_kind(render(helm), "ServiceMonitor")
-    monitor = one(render(helm, **{"metrics.serviceMonitor.enabled": True, "metrics.serviceMonitor.labels.release": "prom"}), "ServiceMonitor")
+    monitor = one(
+        render(helm, **{"metrics.serviceMonitor.enabled": True, "metrics.serviceMonitor.labels.release": "prom"}),
+        "ServiceMonitor",
+    )
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
     assert monitor["metadata"]["labels"]["release"] == "prom"
-    assert monitor["spec"]["selector"]["matchLabels"] == one(render(helm), "Deployment")["spec"]["selector"]["matchLabels"]
+    assert (
+        monitor["spec"]["selector"]["matchLabels"] == one(render(helm), "Deployment")["spec"]["selector"]["matchLabels"]
+    )
 
 
 def test_notes_tell_the_user_what_to_check(helm, tmp_path):
@@ -608,7 +695,9 @@ def test_schema_refuses_bad_values_naming_the_key(helm, set_values, key):
 
 
 def test_security_contexts_accept_kubernetes_fields(helm):
-    pod = one(render(helm, **{"podSecurityContext.fsGroup": 65532, "securityContext.privileged": False}), "Deployment")["spec"]["template"]["spec"]
+    pod = one(render(helm, **{"podSecurityContext.fsGroup": 65532, "securityContext.privileged": False}), "Deployment")[
+        "spec"
+    ]["template"]["spec"]
     assert pod["securityContext"]["fsGroup"] == 65532
     assert pod["containers"][0]["securityContext"]["privileged"] is False
 
@@ -621,18 +710,28 @@ def test_renders_with_helm_global_values(helm):
 def test_renders_as_a_subchart(helm, tmp_path):
     # The usual optional dependency: its condition key reaches the subchart's closed schema.
     parent = umbrella_chart(OPERATOR_CHART, tmp_path)
-    docs = helm.render(parent, release=RELEASE, namespace=NAMESPACE,
-                       set_values={"global.imageRegistry": "mirror.local", "training-operator.enabled": True})
+    docs = helm.render(
+        parent,
+        release=RELEASE,
+        namespace=NAMESPACE,
+        set_values={"global.imageRegistry": "mirror.local", "training-operator.enabled": True},
+    )
     assert one(docs, "Deployment")["metadata"]["name"] == RELEASE
-    assert helm.render(parent, release=RELEASE, namespace=NAMESPACE, set_values={"training-operator.enabled": False}) == []
+    assert (
+        helm.render(parent, release=RELEASE, namespace=NAMESPACE, set_values={"training-operator.enabled": False}) == []
+    )
 
 
 @pytest.mark.one_helm_major
-@pytest.mark.parametrize(("set_values", "expected"), [
-    ({"metrics.port": 9443}, "webhook.port and metrics.port are both 9443"),
-    ({"healthPort": 9443}, "webhook.port and healthPort are both 9443"),
-    ({"healthPort": 8080}, "metrics.port and healthPort are both 8080"),
-], ids=["metrics=webhook", "health=webhook", "health=metrics"])
+@pytest.mark.parametrize(
+    ("set_values", "expected"),
+    [
+        ({"metrics.port": 9443}, "webhook.port and metrics.port are both 9443"),
+        ({"healthPort": 9443}, "webhook.port and healthPort are both 9443"),
+        ({"healthPort": 8080}, "metrics.port and healthPort are both 8080"),
+    ],
+    ids=["metrics=webhook", "health=webhook", "health=metrics"],
+)
 def test_port_guards_name_the_values(helm, set_values, expected):
     assert expected in template_error(helm, **set_values)
 
@@ -640,7 +739,10 @@ def test_port_guards_name_the_values(helm, set_values, expected):
 def test_scaling_to_zero_needs_a_webhook_that_fails_open(helm):
     """With no endpoints, a failurePolicy Fail webhook rejects every PyTorchJob write in the cluster."""
     assert "set replicaCount to 1 or more, or webhook.failurePolicy to Ignore" in template_error(helm, replicaCount=0)
-    assert one(render(helm, **{"replicaCount": 0, "webhook.failurePolicy": "Ignore"}), "Deployment")["spec"]["replicas"] == 0
+    assert (
+        one(render(helm, **{"replicaCount": 0, "webhook.failurePolicy": "Ignore"}), "Deployment")["spec"]["replicas"]
+        == 0
+    )
 
 
 @pytest.mark.parametrize("image", ["image", "initContainer.image"])
@@ -648,29 +750,36 @@ def test_a_registry_host_in_the_repository_is_not_prefixed_again(helm, image):
     """Mirroring the images, users write the host into the repository; the default registry in front
     of it would make an unpullable reference (for the init container, only once a job runs)."""
     error = template_error(helm, **{f"{image}.repository": "registry.example.com:5000/ml/mirrored"})
-    assert (f"{image}.repository registry.example.com:5000/ml/mirrored starts with what looks like a registry host "
-            "(registry.example.com:5000)" in error
-            and f"set {image}.registry to registry.example.com:5000 and drop it from {image}.repository, "
-            f'or set {image}.registry to "" and give the whole reference in {image}.repository' in error), error
+    assert (
+        f"{image}.repository registry.example.com:5000/ml/mirrored starts with what looks like a registry host "
+        "(registry.example.com:5000)"
+        in error
+        and f"set {image}.registry to registry.example.com:5000 and drop it from {image}.repository, "
+        f'or set {image}.registry to "" and give the whole reference in {image}.repository'
+        in error
+    ), error
     docs = render(helm, **{f"{image}.repository": "registry.example.com:5000/ml/mirrored", f"{image}.registry": ""})
     deployment = yaml.safe_dump(one(docs, "Deployment"))
     assert "registry.example.com:5000/ml/mirrored:" in deployment and "/registry.example.com" not in deployment
     # A repository whose first part is an organisation, not a host, takes the registry as before.
     assert "mirror.example.com/kubeflow/training-v1/training-operator:" in yaml.safe_dump(
-        render(helm, **{"image.registry": "mirror.example.com"}))
+        render(helm, **{"image.registry": "mirror.example.com"})
+    )
 
 
 @pytest.mark.one_helm_major
 @pytest.mark.parametrize("value", ["podLabels", "metrics.serviceMonitor.labels"])
 def test_labels_cannot_repeat_the_charts_own(helm, value):
     """A repeated key renders twice: Helm keeps the last, kustomize, Flux and post-renderers refuse the YAML."""
-    error = template_error(helm, **{f"{value}.app\\.kubernetes\\.io/part-of": "ml-platform",
-                                    "metrics.serviceMonitor.enabled": True})
+    error = template_error(
+        helm, **{f"{value}.app\\.kubernetes\\.io/part-of": "ml-platform", "metrics.serviceMonitor.enabled": True}
+    )
     assert f'{value}: "app.kubernetes.io/part-of" is one of the chart\'s own labels' in error, error
 
 
-@pytest.mark.parametrize("flag", ["--metrics-bind-address=:9090", "--webhook-server-port=9444", "--leader-elect",
-                                  "--namespace=ml"])
+@pytest.mark.parametrize(
+    "flag", ["--metrics-bind-address=:9090", "--webhook-server-port=9444", "--leader-elect", "--namespace=ml"]
+)
 def test_extra_args_cannot_override_the_charts_flags(helm, flag):
     """The last flag wins: the Service, probes and RBAC would no longer match what the operator does."""
     error = template_error(helm, extraArgs=[flag])
@@ -681,8 +790,10 @@ def test_extra_args_cannot_override_the_charts_flags(helm, flag):
 @pytest.mark.one_helm_major
 def test_extra_args_cannot_enable_job_kinds_the_chart_does_not_install(helm):
     error = template_error(helm, extraArgs=["--enable-scheme=tfjob"])
-    assert 'extraArgs: "--enable-scheme=tfjob" enables another job kind, but this chart installs the CRD and RBAC ' \
-           "of PyTorchJob alone" in error, error
+    assert (
+        'extraArgs: "--enable-scheme=tfjob" enables another job kind, but this chart installs the CRD and RBAC '
+        "of PyTorchJob alone" in error
+    ), error
 
 
 def test_pod_labels_cannot_change_the_selector_labels(helm):
@@ -706,15 +817,20 @@ def test_a_new_release_alone_leaves_the_operator_pod_unchanged(helm, tmp_path):
 
 def test_a_changed_init_container_template_restarts_the_operator(helm):
     """The operator reads the template once, at start."""
+
     def checksum(**set_values) -> str:
         return one(render(helm, **set_values), "Deployment")["spec"]["template"]["metadata"]["annotations"][
-            "checksum/init-container"]
+            "checksum/init-container"
+        ]
 
     assert checksum(**{"initContainer.resources.limits.cpu": "200m"}) != checksum()
 
 
 def test_distinct_ports_are_rendered(helm):
-    ports = {p["name"]: p["containerPort"] for p in operator_container(render(helm, **{"webhook.port": 10443, "metrics.port": 9090}))["ports"]}
+    ports = {
+        p["name"]: p["containerPort"]
+        for p in operator_container(render(helm, **{"webhook.port": 10443, "metrics.port": 9090}))["ports"]
+    }
     assert ports == {"metrics": 9090, "webhook": 10443, "health": 8081}
 
 
@@ -730,7 +846,9 @@ def test_yamllint_passes_on_chart_metadata_and_values():
     assert any(f.endswith("training-operator/values.yaml") for f in files)
     result = subprocess.run(
         [sys.executable, "-m", "yamllint", "--strict", "-c", str(REPO / "ci" / "lintconf.yaml"), *files],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 

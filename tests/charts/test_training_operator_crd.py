@@ -1,5 +1,6 @@
 """The generated PyTorchJob CRD: reproducible, structural, small enough for client-side apply,
 and strict enough that real PyTorchJobs validate while broken ones are refused."""
+
 from __future__ import annotations
 
 import copy
@@ -71,7 +72,12 @@ def test_crd_identity(crd):
     spec = crd["spec"]
     assert crd["metadata"]["name"] == "pytorchjobs.kubeflow.org"
     assert (spec["group"], spec["scope"]) == ("kubeflow.org", "Namespaced")
-    assert spec["names"] == {"kind": "PyTorchJob", "listKind": "PyTorchJobList", "plural": "pytorchjobs", "singular": "pytorchjob"}
+    assert spec["names"] == {
+        "kind": "PyTorchJob",
+        "listKind": "PyTorchJobList",
+        "plural": "pytorchjobs",
+        "singular": "pytorchjob",
+    }
     (version,) = spec["versions"]
     assert (version["name"], version["served"], version["storage"]) == ("v1", True, True)
     columns = {c["name"]: c for c in version["additionalPrinterColumns"]}
@@ -91,22 +97,42 @@ def test_crd_covers_the_v1_api(schema):
     assert set(spec["properties"]) == {"elasticPolicy", "nprocPerNode", "pytorchReplicaSpecs", "runPolicy"}
     assert spec["properties"]["nprocPerNode"]["type"] == "string"
     assert set(spec["properties"]["runPolicy"]["properties"]) == {
-        "activeDeadlineSeconds", "backoffLimit", "cleanPodPolicy", "managedBy", "schedulingPolicy", "suspend",
+        "activeDeadlineSeconds",
+        "backoffLimit",
+        "cleanPodPolicy",
+        "managedBy",
+        "schedulingPolicy",
+        "suspend",
         "ttlSecondsAfterFinished",
     }
     assert set(spec["properties"]["elasticPolicy"]["properties"]) == {
-        "maxReplicas", "maxRestarts", "metrics", "minReplicas", "nProcPerNode", "rdzvBackend", "rdzvConf",
-        "rdzvHost", "rdzvId", "rdzvPort", "standalone",
+        "maxReplicas",
+        "maxRestarts",
+        "metrics",
+        "minReplicas",
+        "nProcPerNode",
+        "rdzvBackend",
+        "rdzvConf",
+        "rdzvHost",
+        "rdzvId",
+        "rdzvPort",
+        "standalone",
     }
     replica = spec["properties"]["pytorchReplicaSpecs"]["additionalProperties"]
     assert set(replica["properties"]) == {"replicas", "restartPolicy", "template"}
     assert set(schema["properties"]["status"]["properties"]) == {
-        "completionTime", "conditions", "lastReconcileTime", "replicaStatuses", "startTime",
+        "completionTime",
+        "conditions",
+        "lastReconcileTime",
+        "replicaStatuses",
+        "startTime",
     }
 
 
 def test_pod_template_is_validated_not_preserved(schema):
-    template = schema["properties"]["spec"]["properties"]["pytorchReplicaSpecs"]["additionalProperties"]["properties"]["template"]
+    template = schema["properties"]["spec"]["properties"]["pytorchReplicaSpecs"]["additionalProperties"]["properties"][
+        "template"
+    ]
     pod_spec = template["properties"]["spec"]
     assert pod_spec["required"] == ["containers"]
     container = pod_spec["properties"]["containers"]["items"]
@@ -336,20 +362,38 @@ def _container(job):
 
 
 BROKEN_JOBS = {
-    "missing containers": (lambda j: _worker(j)["template"]["spec"].pop("containers"),
-                           "pytorchReplicaSpecs.Worker.template.spec: 'containers' is a required property"),
-    "replicas not an integer": (lambda j: _worker(j).update(replicas="two"),
-                                "pytorchReplicaSpecs.Worker.replicas: 'two' is not of type 'integer'"),
+    "missing containers": (
+        lambda j: _worker(j)["template"]["spec"].pop("containers"),
+        "pytorchReplicaSpecs.Worker.template.spec: 'containers' is a required property",
+    ),
+    "replicas not an integer": (
+        lambda j: _worker(j).update(replicas="two"),
+        "pytorchReplicaSpecs.Worker.replicas: 'two' is not of type 'integer'",
+    ),
     "unknown replica field": (lambda j: _worker(j).update(replica=1), "'replica' was unexpected"),
-    "unknown container field": (lambda j: _container(j).update(imagePullPolcy="Always"), "'imagePullPolcy' was unexpected"),
-    "unknown restartPolicy": (lambda j: _worker(j).update(restartPolicy="Sometimes"), "pytorchReplicaSpecs.Worker.restartPolicy"),
+    "unknown container field": (
+        lambda j: _container(j).update(imagePullPolcy="Always"),
+        "'imagePullPolcy' was unexpected",
+    ),
+    "unknown restartPolicy": (
+        lambda j: _worker(j).update(restartPolicy="Sometimes"),
+        "pytorchReplicaSpecs.Worker.restartPolicy",
+    ),
     "container without name": (lambda j: _container(j).pop("name"), "'name' is a required property"),
-    "duplicate container names": (lambda j: _worker(j)["template"]["spec"]["containers"].append(copy.deepcopy(_container(j))),
-                                  "containers: duplicate entry"),
+    "duplicate container names": (
+        lambda j: _worker(j)["template"]["spec"]["containers"].append(copy.deepcopy(_container(j))),
+        "containers: duplicate entry",
+    ),
     "bad quantity": (lambda j: _container(j).update(resources={"limits": {"cpu": "lots"}}), "resources.limits.cpu"),
     "command not a list": (lambda j: _container(j).update(command="python3 -m trainer"), "command"),
-    "no replica specs": (lambda j: j["spec"].pop("pytorchReplicaSpecs"), "'pytorchReplicaSpecs' is a required property"),
-    "unknown cleanPodPolicy": (lambda j: j["spec"].update(runPolicy={"cleanPodPolicy": "Everything"}), "runPolicy.cleanPodPolicy"),
+    "no replica specs": (
+        lambda j: j["spec"].pop("pytorchReplicaSpecs"),
+        "'pytorchReplicaSpecs' is a required property",
+    ),
+    "unknown cleanPodPolicy": (
+        lambda j: j["spec"].update(runPolicy={"cleanPodPolicy": "Everything"}),
+        "runPolicy.cleanPodPolicy",
+    ),
     "nprocPerNode as a number": (lambda j: j["spec"].update(nprocPerNode=4), "nprocPerNode: 4 is not of type 'string'"),
     "negative backoffLimit": (lambda j: j["spec"].update(runPolicy={"backoffLimit": -1}), "runPolicy.backoffLimit"),
     "wrong kind": (lambda j: j.update(kind="TFJob"), "does not belong to CRD"),

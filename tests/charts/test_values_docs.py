@@ -58,7 +58,9 @@ def test_make_docs_check_fails_on_a_stale_table_and_names_it(tmp_path, monkeypat
     assert values_docs.main() == 0
     written = (chart / "README.md").read_text()
     assert "| `replicas` | int | `1` | Replicas. |" in written and "Stale" not in written
-    assert written.startswith("# demo\n\n") and written.endswith("<!-- values:end -->\n\nEnd.\n"), "prose outside the markers is kept"
+    assert written.startswith("# demo\n\n") and written.endswith("<!-- values:end -->\n\nEnd.\n"), (
+        "prose outside the markers is kept"
+    )
 
 
 def test_make_docs_runs_the_generator_in_check_mode_cleanly():
@@ -95,7 +97,9 @@ def test_comment_blocks_in_helm_docs_style():
         "  example.com/name: x\n"
     )
     assert set(docs) == {"image.tag", "image.port", "annotations.example.com/name"}
-    assert docs["image.tag"] == values_docs.Doc("image.tag", "Image tag, continued here.", None, "the chart's appVersion")
+    assert docs["image.tag"] == values_docs.Doc(
+        "image.tag", "Image tag, continued here.", None, "the chart's appVersion"
+    )
     assert docs["image.port"].type == "int" and docs["image.port"].description == "Port, typed by the comment."
 
 
@@ -108,7 +112,10 @@ def test_types_come_from_the_comment_then_the_schema_then_the_value(tmp_path):
         "# -- Typed by its value.\nname: x\n"
         "# -- A map, documented as a whole.\nresources:\n  requests:\n    cpu: 1\n"
     )
-    schema = {"properties": {"limit": {"$ref": "#/definitions/count"}}, "definitions": {"count": {"type": ["integer", "null"]}}}
+    schema = {
+        "properties": {"limit": {"$ref": "#/definitions/count"}},
+        "definitions": {"count": {"type": ["integer", "null"]}},
+    }
     (chart / "values.schema.json").write_text(json.dumps(schema))
     rows = values_docs.table(chart).splitlines()[-4:]
     assert rows == [

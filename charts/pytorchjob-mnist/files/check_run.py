@@ -6,6 +6,7 @@ metrics.json that records that run_id counts, so an earlier run's file on the vo
 With WORLD_SIZE, the run must have trained in a process group of that size: pods that lost the
 operator's environment each train alone, and their job still succeeds.
 """
+
 import json
 import pathlib
 import sys
@@ -37,8 +38,10 @@ def this_runs_metrics():
 while (metrics := this_runs_metrics()) is None:
     if time.monotonic() > deadline:
         run = f" of run {run_id}" if run_id else ""
-        sys.exit(f"FAIL: {metrics_path}{run} did not appear within {sys.argv[3]}s; "
-                 "is the PyTorchJob still running or Failed?")
+        sys.exit(
+            f"FAIL: {metrics_path}{run} did not appear within {sys.argv[3]}s; "
+            "is the PyTorchJob still running or Failed?"
+        )
     time.sleep(10)
 
 accuracy = float(metrics["accuracy"])
@@ -46,14 +49,17 @@ print(f"metrics: {json.dumps(metrics, sort_keys=True)}")
 if accuracy < min_accuracy:
     hint = ""
     if metrics.get("dataset") == "digits":
-        hint = ("; digits is small (1,438 training images): one epoch reaches about 0.28, "
-                "training.epochs=8 about 0.87")
-    sys.exit(f"FAIL: accuracy {accuracy:.4f} after {metrics.get('epochs')} epoch(s) on {metrics.get('dataset')} "
-             f"is below tests.minAccuracy {min_accuracy}{hint}")
+        hint = "; digits is small (1,438 training images): one epoch reaches about 0.28, training.epochs=8 about 0.87"
+    sys.exit(
+        f"FAIL: accuracy {accuracy:.4f} after {metrics.get('epochs')} epoch(s) on {metrics.get('dataset')} "
+        f"is below tests.minAccuracy {min_accuracy}{hint}"
+    )
 if world_size and metrics.get("world_size") != int(world_size):
-    sys.exit(f"FAIL: the run trained in a world of {metrics.get('world_size')} processes, but the job has "
-             f"{world_size} (pods x nprocPerNode); check that the operator's MASTER_ADDR, WORLD_SIZE "
-             "and RANK reach the trainer container")
+    sys.exit(
+        f"FAIL: the run trained in a world of {metrics.get('world_size')} processes, but the job has "
+        f"{world_size} (pods x nprocPerNode); check that the operator's MASTER_ADDR, WORLD_SIZE "
+        "and RANK reach the trainer container"
+    )
 
 if not model_path.is_file():
     sys.exit(f"FAIL: {model_path} is missing")
