@@ -40,14 +40,14 @@ def test_the_fast_recipe_sets_its_settings():
         "nesterov": True,
         "lr_schedule": "onecycle",
     }
-    assert args.given == []
+    assert args.settings_given == []
 
 
 @pytest.mark.parametrize("recipe", ["seed", "fast"])
 def test_flags_given_override_either_recipe(recipe):
     args = parse_args(["--recipe", recipe, "--lr", "0.2", "--batch-size", "32", "--no-nesterov", "--momentum", "0"])
     assert (args.lr, args.batch_size, args.nesterov, args.momentum) == (0.2, 32, False, 0)
-    assert args.given == ["batch_size", "lr", "momentum", "nesterov"]
+    assert args.settings_given == ["batch_size", "lr", "momentum", "nesterov"]
 
 
 def test_a_recipes_nesterov_without_momentum_names_the_fix(capsys):
