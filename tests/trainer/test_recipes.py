@@ -39,6 +39,7 @@ def test_the_fast_recipe_sets_its_settings():
         "momentum": 0.9,
         "nesterov": True,
         "lr_schedule": "onecycle",
+        "label_smoothing": 0.1,
     }
     assert args.settings_given == []
 
@@ -63,7 +64,7 @@ def test_the_startup_line_and_metrics_say_which_recipe_and_settings_ran(tmp_path
     assert result.returncode == 0, result.stderr
     assert (
         "Recipe: fast. Settings: --batch-size 128 --lr 0.05 --momentum 0.9 --nesterov --weight-decay 0.0 "
-        "--lr-schedule onecycle --label-smoothing 0.0 (--lr given)"
+        "--lr-schedule onecycle --label-smoothing 0.1 (--lr given)"
     ) in result.stdout.splitlines()
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert metrics["recipe"] == "fast"
