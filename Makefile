@@ -72,11 +72,12 @@ check: tools venv ## The inner loop: every test but the slow ones (image builds,
 	$(PYTEST) -m "not slow"
 
 # `make bench BENCH_FLAGS="--seed-epochs 1 --runs 0"` keeps it short; `python -m trainer.benchmark -h` lists them.
+# It reads real MNIST where `make data` puts it (DATA_DIR).
 BENCH_FLAGS ?=
 
 .PHONY: bench
 bench: venv ## Time to 99% on real MNIST, this trainer against the seed script's pipeline (BENCH_FLAGS=…)
-	$(PY) -m trainer.benchmark $(BENCH_FLAGS)
+	$(PY) -m trainer.benchmark $(if $(DATA_DIR),--data-dir $(DATA_DIR)) $(BENCH_FLAGS)
 
 # On a machine with one NVIDIA GPU and PyTorch (system python3, no venv, no network): CUDA tests and
 # benchmark. gpu-check-prepare fills .gpu-check/ (real MNIST, a tensorboardX wheel) to hand it along.

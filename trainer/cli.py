@@ -288,12 +288,12 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.given = [name for name in RECIPE_FIELDS if getattr(args, name) is not None]
+    args.settings_given = [name for name in RECIPE_FIELDS if getattr(args, name) is not None]
     for name, value in recipe_settings(args.recipe).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
     if args.nesterov and args.momentum == 0:
-        source = "--nesterov" if "nesterov" in args.given else f"--recipe {args.recipe}'s Nesterov momentum"
+        source = "--nesterov" if "nesterov" in args.settings_given else f"--recipe {args.recipe}'s Nesterov momentum"
         parser.error(f"{source} needs --momentum > 0; pass --no-nesterov, or a --momentum above 0")
     if args.backend == "nccl" and args.no_cuda:
         parser.error(
@@ -364,7 +364,7 @@ def _as_flag(name: str, value: object) -> str:
 def recipe_line(args: argparse.Namespace) -> str:
     """The start-up line that says which recipe and settings run."""
     settings = " ".join(_as_flag(name, getattr(args, name)) for name in RECIPE_FIELDS)
-    given = ", ".join(flag_of(name) for name in args.given)
+    given = ", ".join(flag_of(name) for name in args.settings_given)
     return f"Recipe: {args.recipe}. Settings: {settings}" + (f" ({given} given)" if given else "")
 
 
@@ -429,7 +429,7 @@ def _train(args: argparse.Namespace, ctx: DistContext, reporter: Reporter) -> di
     metrics = final_metrics(args.run_id, data.name, config, ctx.world_size, result, trainer.progress) | {
         "recipe": args.recipe,
         "settings": {name: getattr(config, name) for name in RECIPE_FIELDS},
-        "settings_given": [flag_of(name) for name in args.given],
+        "settings_given": [flag_of(name) for name in args.settings_given],
     }
     # Rank 0 writes its outputs and last events; then every rank learns whether it could, so a full
     # volume stops them all alike (exit 1), and no rank ends while rank 0 still writes.

@@ -52,7 +52,14 @@ RECIPE_FIELDS = ("batch_size", "lr", "momentum", "nesterov", "weight_decay", "lr
 # that we measured (docs/benchmark.md), at a batch size that keeps CPU throughput high.
 RECIPES: dict[str, dict[str, object]] = {
     "seed": {},
-    "fast": {"batch_size": 128, "lr": 0.1, "momentum": 0.9, "nesterov": True, "lr_schedule": "onecycle"},
+    "fast": {
+        "batch_size": 128,
+        "lr": 0.1,
+        "momentum": 0.9,
+        "nesterov": True,
+        "lr_schedule": "onecycle",
+        "label_smoothing": 0.1,
+    },
 }
 
 

@@ -39,15 +39,16 @@ def test_the_fast_recipe_sets_its_settings():
         "momentum": 0.9,
         "nesterov": True,
         "lr_schedule": "onecycle",
+        "label_smoothing": 0.1,
     }
-    assert args.given == []
+    assert args.settings_given == []
 
 
 @pytest.mark.parametrize("recipe", ["seed", "fast"])
 def test_flags_given_override_either_recipe(recipe):
     args = parse_args(["--recipe", recipe, "--lr", "0.2", "--batch-size", "32", "--no-nesterov", "--momentum", "0"])
     assert (args.lr, args.batch_size, args.nesterov, args.momentum) == (0.2, 32, False, 0)
-    assert args.given == ["batch_size", "lr", "momentum", "nesterov"]
+    assert args.settings_given == ["batch_size", "lr", "momentum", "nesterov"]
 
 
 def test_a_recipes_nesterov_without_momentum_names_the_fix(capsys):
@@ -63,7 +64,7 @@ def test_the_startup_line_and_metrics_say_which_recipe_and_settings_ran(tmp_path
     assert result.returncode == 0, result.stderr
     assert (
         "Recipe: fast. Settings: --batch-size 128 --lr 0.05 --momentum 0.9 --nesterov --weight-decay 0.0 "
-        "--lr-schedule onecycle --label-smoothing 0.0 (--lr given)"
+        "--lr-schedule onecycle --label-smoothing 0.1 (--lr given)"
     ) in result.stdout.splitlines()
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert metrics["recipe"] == "fast"
