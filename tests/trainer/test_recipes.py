@@ -5,7 +5,6 @@ import json
 
 import pytest
 
-from tests.support.mnist import MNIST_DATA_DIR, real_mnist_missing
 from tests.support.procs import run_trainer
 from trainer.cli import parse_args
 from trainer.loop import RECIPE_FIELDS, TrainConfig
@@ -73,11 +72,9 @@ def test_the_startup_line_and_metrics_say_which_recipe_and_settings_ran(tmp_path
 
 
 @pytest.mark.slow
-def test_the_fast_recipe_reaches_99_percent_on_mnist_in_one_epoch(tmp_path):
-    if reason := real_mnist_missing():
-        pytest.skip(reason)
+def test_the_fast_recipe_reaches_99_percent_on_mnist_in_one_epoch(tmp_path, mnist_data_dir):
     result = run_trainer(
-        ["--dataset", "mnist", "--data-dir", str(MNIST_DATA_DIR), "--recipe", "fast", "--epochs", "1", "--seed", "1"]
+        ["--dataset", "mnist", "--data-dir", str(mnist_data_dir), "--recipe", "fast", "--epochs", "1", "--seed", "1"]
         + ["--dir", "", "--output-dir", "out"],
         tmp_path,
         timeout=600,
