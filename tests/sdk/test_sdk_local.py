@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.support.paths import REPO
-from tests.support.podman import podman, podman_env, podman_unusable
+from tests.support.podman import PODMAN_DIR, podman, podman_env, podman_unusable
 from tests.support.procs import free_port
 
 pytest.importorskip("kubeflow.trainer", reason="the Kubeflow SDK (kubeflow==0.5.0, a test extra) is not installed")
@@ -103,13 +104,41 @@ def container_backend_missing() -> str | None:
     return None
 
 
-def train_digits_in_the_image(parameters):
+def train_digits_in_the_image():
     """The image's python runs this under the backend's torchrun, one container per node."""
     import sys
 
     from trainer.cli import main
 
-    sys.exit(main(["--dataset", "digits", "--epochs", "1", "--no-cuda", "--data-dir", "/tmp/data"]))
+    # The image's working directory is read-only for its user: every output goes to /tmp.
+    sys.exit(
+        main(["--dataset", "digits", "--epochs", "1", "--no-cuda", "--data-dir", "/tmp/data", "--dir", "/tmp/logs"])
+    )
+
+
+def fit_the_sandbox(client: TrainerClient) -> None:
+    """Two things the SDK's podman adapter leaves to the engine, which this machine and our image need.
+
+    - rlimits: podman's API service, unlike its CLI, does not apply containers.conf's default_ulimits,
+      and its own defaults exceed this sandbox's hard limits ("error setting rlimit type 7", then 6);
+      the adapter's containers.run passes none, so each run gets ci/podman/containers.conf's.
+    - the entrypoint: the adapter passes the SDK's command as the container's CMD, which our image's
+      ENTRYPOINT (python -m trainer) would take as trainer flags; Kubernetes' `command` replaces the
+      ENTRYPOINT, so each run does the same.
+    """
+    conf = tomllib.loads((PODMAN_DIR / "containers.conf").read_text())
+    ulimits = []
+    for limit in conf["containers"]["default_ulimits"]:
+        name, values = limit.split("=")
+        soft, hard = values.split(":")
+        ulimits.append({"Name": name, "Soft": int(soft), "Hard": int(hard)})
+    containers = client.backend._adapter.client.containers
+    run = containers.run
+
+    def run_like_kubernetes(*, command, **kwargs):
+        return run(entrypoint=command[:1], command=command[1:], ulimits=ulimits, **kwargs)
+
+    containers.run = run_like_kubernetes
 
 
 def test_two_nodes_train_in_the_container_backend_over_our_image(tmp_path):
@@ -117,8 +146,6 @@ def test_two_nodes_train_in_the_container_backend_over_our_image(tmp_path):
         pytest.skip(reason)
     from kubeflow.trainer import ContainerBackendConfig, TrainingRuntimeSource
 
-    # The API service reads its containers.conf when it starts: ours lowers the nofile limit below the
-    # sandbox's hard one, without which every container it creates fails with "error setting rlimit type 7".
     socket = tmp_path / "podman.sock"
     service = subprocess.Popen(
         ["podman", "system", "service", "--time", "0", f"unix://{socket}"], env=podman_env(), start_new_session=True
@@ -136,10 +163,13 @@ def test_two_nodes_train_in_the_container_backend_over_our_image(tmp_path):
                 runtime_source=TrainingRuntimeSource(sources=[]),  # the SDK's built-in runtimes: no network here
             )
         )
+        fit_the_sandbox(client)
         trainer = CustomTrainer(func=train_digits_in_the_image, image=CPU_IMAGE, num_nodes=2)
         name = client.train(runtime="torch-distributed", trainer=trainer)
         job = client.wait_for_job_status(name, status={"Complete", "Failed"}, timeout=900)
-        logs = "\n".join(client.get_job_logs(name))
+        # The SDK's podman adapter hands back podman-py's log generator unread (its repr, not the lines),
+        # so node 0's log comes from podman itself.
+        logs = podman("logs", f"{name}-node-0").stdout
         assert job.status == "Complete", logs[-5000:]
         assert ACCURACY_LINE.search(logs) and "World Size: 2. Rank: 0." in logs, logs[-5000:]
         client.delete_job(name)
