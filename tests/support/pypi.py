@@ -39,11 +39,13 @@ class FakeIndex:
             ),
         )
         self.requests = []
+        self.authorizations = []
         index = self
 
         class Handler(SimpleHTTPRequestHandler):
             def log_message(self, *args):
                 index.requests.append(self.path)
+                index.authorizations.append(self.headers.get("Authorization"))
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(root)))
         threading.Thread(target=self.server.serve_forever, daemon=True).start()

