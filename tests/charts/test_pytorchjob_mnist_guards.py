@@ -137,6 +137,15 @@ GUARDS = {
         {"command": ["python", "/app/train.py"], "wrapCommand": ["py-spy", "record", "--"]},
         "command and wrapCommand are both set",
     ),
+    # The default recipe's Nesterov momentum: the trainer would exit 2 in every pod.
+    "zero-momentum-with-fast-recipe": (
+        {"training": {"momentum": 0}},
+        "training.momentum: 0 with training.recipe: fast: the fast recipe uses Nesterov momentum",
+    ),
+    "zero-momentum-string-with-fast-recipe": (
+        {"training": {"momentum": "0.0"}},
+        "set training.momentum above 0 (or null for the recipe's 0.9), or training.recipe: seed",
+    ),
     "name-too-long": (
         {"fullnameOverride": "a" * 56, "workers": 10},
         'its pod and Service name "' + "a" * 56 + '-worker-9" has 65 characters, the limit is 63; '
@@ -214,7 +223,7 @@ def test_schema_refuses_with_the_field_named(helm, tmp_path, case):
 
 def test_guards_accept_what_they_do_not_refuse(helm, tmp_path):
     """The boundaries of the guards above render: the longest TensorBoard name, elastic min/max
-    around the pod count, momentum just below 1, and /dev/shm as a mount path without shm."""
+    around the pod count, momentum just below 1 and 0 without Nesterov, and /dev/shm as a mount path without shm."""
     accepted = [
         {"fullnameOverride": "a" * 51, "tensorboard": {"enabled": True}},
         {
@@ -228,7 +237,8 @@ def test_guards_accept_what_they_do_not_refuse(helm, tmp_path):
             "elasticPolicy": {"enabled": True, "minReplicas": 1, "maxReplicas": 8},
         },
         {"training": {"momentum": 0.99}},
-        {"training": {"momentum": 0}},
+        {"training": {"momentum": 0, "recipe": "seed"}},
+        {"training": {"momentum": "0.0", "extraArgs": ["--no-nesterov"]}},
         {"shm": {"enabled": False}, "persistence": {"mountPath": "/dev/shm"}},
         {"persistence": {"mountPath": "/tmp/volume"}},
         {"labels": {"app.kubernetes.io/part-of": "vision"}},

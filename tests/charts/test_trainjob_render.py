@@ -409,3 +409,16 @@ def test_notes_give_the_v2_commands(notes):
     assert "kubectl delete trainjob mnist -n ml" in text
     assert "backoffLimit" in text and "ignores" in text, "the v1-only values are said to be ignored"
     assert "pytorchjob" not in text.lower().replace("pytorchjob-mnist", "")
+
+
+def test_notes_warn_that_the_trainjobs_pods_still_get_a_token(notes):
+    """serviceAccount.automountToken=false reaches only the test pod and TensorBoard under a TrainJob."""
+    warning = "Its pods still get a Kubernetes API token (runtime patches cannot set automountServiceAccountToken)"
+    assert "set automountServiceAccountToken: false on ServiceAccount default to drop it" in notes(
+        "--set", "jobKind=TrainJob"
+    )
+    assert "on ServiceAccount reader to drop it" in notes(
+        "--set", "jobKind=TrainJob", "--set", "serviceAccount.name=reader"
+    )
+    assert warning not in notes("--set", "jobKind=TrainJob", "--set", "serviceAccount.automountToken=true")
+    assert warning not in notes(), "a PyTorchJob's pods take the chart's automountServiceAccountToken"

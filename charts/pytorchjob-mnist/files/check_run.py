@@ -39,8 +39,7 @@ while (metrics := this_runs_metrics()) is None:
     if time.monotonic() > deadline:
         run = f" of run {run_id}" if run_id else ""
         sys.exit(
-            f"FAIL: {metrics_path}{run} did not appear within {sys.argv[3]}s; "
-            "is the PyTorchJob still running or Failed?"
+            f"FAIL: {metrics_path}{run} did not appear within {sys.argv[3]}s; is the job still running, or did it fail?"
         )
     time.sleep(10)
 
@@ -49,7 +48,10 @@ print(f"metrics: {json.dumps(metrics, sort_keys=True)}")
 if accuracy < min_accuracy:
     hint = ""
     if metrics.get("dataset") == "digits":
-        hint = "; digits is small (1,438 training images): one epoch reaches about 0.28, training.epochs=8 about 0.87"
+        hint = (
+            "; digits is small (1,438 training images): one epoch of recipe fast reaches about 0.57 in 2 processes "
+            "and 0.81 in one (0.986 with training.epochs=8), of recipe seed about 0.28; raise training.epochs"
+        )
     sys.exit(
         f"FAIL: accuracy {accuracy:.4f} after {metrics.get('epochs')} epoch(s) on {metrics.get('dataset')} "
         f"is below tests.minAccuracy {min_accuracy}{hint}"

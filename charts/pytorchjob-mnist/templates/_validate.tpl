@@ -171,6 +171,11 @@ They are its object labels plus the component label of every pod. */}}
 {{- fail (printf "labels: %q belongs in kueue.queueName, which also leaves runPolicy.suspend to Kueue (a rendered suspend: false fights Kueue's on every sync); move the queue name there" $key) }}
 {{- end }}
 {{- end }}
+{{- /* The trainer refuses Nesterov without momentum (exit 2 in every pod); extraArgs come last, so --no-nesterov there wins. */}}
+{{- $t := .Values.training }}
+{{- if and (eq $t.recipe "fast") (not (kindIs "invalid" $t.momentum)) (eq (float64 $t.momentum) 0.0) (not (has "--no-nesterov" $t.extraArgs)) }}
+{{- fail (printf "training.momentum: %v with training.recipe: fast: the fast recipe uses Nesterov momentum, which needs a momentum above 0 (every pod would exit 2); set training.momentum above 0 (or null for the recipe's 0.9), or training.recipe: seed" $t.momentum) }}
+{{- end }}
 {{- if and .Values.tensorboard.enabled (not .Values.persistence.enabled) }}
 {{- fail "tensorboard.enabled needs persistence.enabled=true: TensorBoard reads the run's logs from the volume" }}
 {{- end }}
