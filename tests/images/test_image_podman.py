@@ -16,10 +16,10 @@ The CUDA image (about 6 GB, its wheels from PyPI) adds about 5.5 min cold, build
 
 This sandbox cannot reach download.pytorch.org, so the CPU build takes torch from the local CPU wheel
 and torchvision from PyPI, whose Linux build is linked against CUDA torch and cannot load beside it.
-That job therefore trains on `digits` (scikit-learn's bundled data), which never imports torchvision;
-the published CPU image gets torchvision's CPU build from the PyTorch index. The CUDA image is PyPI's
-torch and torchvision as published; with no GPU here it trains on the CPU, and its job reads
-FashionMNIST IDX files through torchvision's loader.
+That job trains on `digits` (scikit-learn's bundled data); the trainer imports torchvision only to
+download missing files; the published CPU image gets torchvision's CPU build from the PyTorch index.
+The CUDA image is PyPI's torch and torchvision as published; with no GPU here it trains on the CPU,
+and its job reads FashionMNIST IDX files from a mounted directory.
 """
 
 from __future__ import annotations
@@ -306,7 +306,7 @@ def test_cuda_image_has_the_cuda_torch_build(cuda_image: str):
 
 
 def test_cuda_image_ddp_job_reads_fashion_mnist_files(cuda_image: str, tmp_path: Path):
-    """torchvision's FashionMNIST loader inside the image, on IDX files made from `digits` (no download here)."""
+    """The image reads FashionMNIST's IDX files from a volume, made here from `digits` (no download here)."""
     data = tmp_path / "data"
     write_idx_dataset(data, load("digits", tmp_path, download=False))
     log, model_dir = run_ddp_job(
