@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.crd import load_pytorchjob_crd, validate_custom_object
 from tests.support.helm import one
-from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
+from tests.support.k8s import assert_valid_in_every_version
 from tests.support.paths import WORKLOAD_CHART
 from tests.support.pss import restricted_violations
 from tests.support.pytorchjob_mnist import all_pod_specs
@@ -38,11 +38,7 @@ def test_every_builtin_manifest_validates_against_kubernetes_schemas(rendered):
         for doc in docs:
             if doc["apiVersion"].startswith("kubeflow.org/"):
                 continue
-            for version in KUBERNETES_VERSIONS:
-                try:
-                    validate_builtin(doc, version)
-                except Exception as error:  # kubernetes-validate raises several types
-                    pytest.fail(f"{name}: {doc['kind']}/{doc['metadata']['name']} invalid for {version}: {error}")
+            assert_valid_in_every_version(doc, f"{name}: {doc['kind']}/{doc['metadata']['name']}")
 
 
 def test_every_pytorchjob_validates_against_the_operator_crd(helm, rendered):

@@ -13,7 +13,7 @@ import yaml
 from kubeflow_trainer_api.models import TrainerV1alpha1TrainJob
 
 from tests.support.helm import by_kind, notes_preview_chart, one, render_notes
-from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
+from tests.support.k8s import assert_valid_in_every_version
 from tests.support.paths import WORKLOAD_CHART
 from tests.support.pss import restricted_violations
 
@@ -150,11 +150,7 @@ def test_every_builtin_manifest_validates_against_kubernetes_schemas(rendered):
         for doc in docs:
             if doc["kind"] == "TrainJob":
                 continue
-            for version in KUBERNETES_VERSIONS:
-                try:
-                    validate_builtin(doc, version)
-                except Exception as error:  # kubernetes-validate raises several types
-                    pytest.fail(f"{name}: {doc['kind']}/{doc['metadata']['name']} invalid for {version}: {error}")
+            assert_valid_in_every_version(doc, f"{name}: {doc['kind']}/{doc['metadata']['name']}")
 
 
 def test_every_patched_pod_validates_against_kubernetes_schemas(rendered):
@@ -166,11 +162,7 @@ def test_every_patched_pod_validates_against_kubernetes_schemas(rendered):
             "metadata": {"name": f"{job['metadata']['name']}-node-0-0-abcde", **node_patch(job)["metadata"]},
             "spec": node_pod_spec(job),
         }
-        for version in KUBERNETES_VERSIONS:
-            try:
-                validate_builtin(pod, version)
-            except Exception as error:  # kubernetes-validate raises several types
-                pytest.fail(f"{name}: the node pod is invalid for {version}: {error}")
+        assert_valid_in_every_version(pod, f"{name}: the node pod")
 
 
 def test_every_patched_pod_runs_restricted_and_read_only(rendered):

@@ -49,6 +49,8 @@ CACHE_ANCHOR = "localhost/pytorchjob-mnist/trainer:smoke-{variant}"
 # The CUDA build holds its venv in a build stage and in the image, beside pip's cache of the wheels.
 CUDA_BUILD_FREE_BYTES = 25 * 2**30
 CACHE_DIR = "/var/cache/trainer"  # the chart's scratch.cachePath and the image's XDG_CACHE_HOME
+# The chart's pod: its user, a read-only root filesystem, and writable /tmp and cache directories.
+AS_THE_CHART_RUNS_IT = ("--user", "1000:1000", "--read-only", "--tmpfs", "/tmp", "--tmpfs", f"{CACHE_DIR}:rw,mode=1777")
 
 pytestmark = pytest.mark.slow
 
@@ -188,13 +190,7 @@ def run_ddp_job(image: str, output: Path, *trainer_args: str, volumes: tuple[str
                 name,
                 "--network",
                 network,
-                "--user",
-                "1000:1000",
-                "--read-only",
-                "--tmpfs",
-                "/tmp",
-                "--tmpfs",
-                f"{CACHE_DIR}:rw,mode=1777",
+                *AS_THE_CHART_RUNS_IT,
                 "--volume",
                 f"{output}:/pvc",
                 *(arg for volume in volumes for arg in ("--volume", volume)),
@@ -262,13 +258,7 @@ def test_the_charts_torchrun_launcher_runs_in_the_image(image: str):
         return podman(
             "run",
             "--rm",
-            "--user",
-            "1000:1000",
-            "--read-only",
-            "--tmpfs",
-            "/tmp",
-            "--tmpfs",
-            f"{CACHE_DIR}:rw,mode=1777",
+            *AS_THE_CHART_RUNS_IT,
             "--entrypoint",
             "python",
             image,

@@ -6,6 +6,7 @@ import json
 import re
 
 import kubernetes_validate
+import pytest
 import yaml
 
 from tests.support.paths import OPERATOR_CHART, WORKLOAD_CHART
@@ -43,3 +44,12 @@ def validate_builtin(doc: dict, version: str) -> None:
     if key not in _VALID:
         kubernetes_validate.validate(doc, version, strict=True)
         _VALID.add(key)
+
+
+def assert_valid_in_every_version(doc: dict, what: str) -> None:
+    """Fail the test, naming `what`, unless `doc` validates against every release in KUBERNETES_VERSIONS."""
+    for version in KUBERNETES_VERSIONS:
+        try:
+            validate_builtin(doc, version)
+        except Exception as error:  # kubernetes-validate raises several types
+            pytest.fail(f"{what} is invalid for {version}: {error}")
