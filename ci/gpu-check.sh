@@ -83,7 +83,7 @@ if [[ $MODE == --cpu-dry-run ]]; then
   # parts and their outputs, not the figures.
   device=cpu
   data=$BUNDLE/dry-run-data
-  "$PYTHON" -c 'import sys; from pathlib import Path; from trainer.benchmark import write_idx_dataset; from trainer.data import load
+  "$PYTHON" -c 'import sys; from pathlib import Path; from tests.support.idx import write_idx_dataset; from trainer.data import load
 write_idx_dataset(Path(sys.argv[1]), load("digits", sys.argv[1], download=False), "mnist")' "$data"
   quick=(--seed-epochs 1 --ours-epochs 1 --target 0.5 --steps 4)
 elif "$PYTHON" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then

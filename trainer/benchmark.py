@@ -24,7 +24,6 @@ import os
 import re
 import signal
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -38,9 +37,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainer.checkpoint import Progress
-from trainer.data import IDX_FILES, IMAGE_SIZE, Dataset, load, raw_folder
+from trainer.config import TrainConfig
+from trainer.data import IDX_FILES, Dataset, load, raw_folder
 from trainer.distributed import DistContext
-from trainer.loop import TrainConfig, new_trainer
+from trainer.loop import new_trainer
 from trainer.metrics import Reporter
 from trainer.model import MEMORY_FORMAT, TRAIN_FLOPS_PER_IMAGE, Net
 from trainer.runtime import native_bf16, resolve_precision
@@ -117,25 +117,6 @@ def kernel_floor_images_per_second(batch_size: int) -> float:
                     kernels.append(partial(torch.mm, grad, weight))
         calls = max(4, 2048 // batch_size)
         return batch_size / sum(_best_seconds(kernel, calls) for kernel in kernels)
-
-
-def write_idx_dataset(root: Path, data: Dataset, name: str = "fashion-mnist") -> None:
-    """Store `data` as IDX files (rescaled to bytes) where torchvision's loader of `name` reads them."""
-    raw = raw_folder(name, root)
-    raw.mkdir(parents=True, exist_ok=True)
-    train_images, train_labels, test_images, test_labels = IDX_FILES
-    for images_file, labels_file, images, labels in (
-        (train_images, train_labels, data.train_images, data.train_labels),
-        (test_images, test_labels, data.test_images, data.test_labels),
-    ):
-        pixels = images[:, 0]
-        pixels = ((pixels - pixels.min()) / (pixels.max() - pixels.min()) * 255).to(torch.uint8)
-        (raw / images_file).write_bytes(
-            struct.pack(">IIII", 2051, len(labels), IMAGE_SIZE, IMAGE_SIZE) + pixels.numpy().tobytes()
-        )
-        (raw / labels_file).write_bytes(
-            struct.pack(">II", 2049, len(labels)) + labels.to(torch.uint8).numpy().tobytes()
-        )
 
 
 def seed_pipeline(

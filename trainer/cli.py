@@ -15,18 +15,11 @@ import torch
 
 from trainer import data as datasets
 from trainer.checkpoint import CheckpointStore
+from trainer.config import LR_SCHEDULES, RECIPE_FIELDS, RECIPES, TrainConfig, recipe_settings
 from trainer.distributed import BACKENDS, DistContext, check_same_settings, init, shutdown
 from trainer.failures import EXIT_RETRYABLE, Failure, LaunchError, NotWritableError, StorageFull
 from trainer.fileio import atomic_write, ensure_writable_dir, remove_partial_writes
-from trainer.loop import (
-    LR_SCHEDULES,
-    RECIPE_FIELDS,
-    RECIPES,
-    TrainConfig,
-    new_trainer,
-    read_latest_checkpoint,
-    recipe_settings,
-)
+from trainer.loop import new_trainer, read_latest_checkpoint
 from trainer.metrics import Reporter, final_metrics, write_metrics_json
 from trainer.model import exported_state
 from trainer.runtime import PRECISIONS, configure_threads, missing_compiler, resolve_precision

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +15,14 @@ from trainer.model import TRAIN_FLOPS_PER_IMAGE
 
 if TYPE_CHECKING:
     from trainer.checkpoint import Progress
-    from trainer.loop import Evaluation, TrainConfig
+    from trainer.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    accuracy: float
+    loss: float
+    count: int
 
 
 class Reporter:

@@ -36,11 +36,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.dockerfile import source_revision
+from tests.support.idx import write_idx_dataset
 from tests.support.paths import REPO
 from tests.support.podman import PODMAN_DIR, podman, podman_env, podman_unusable
 from tests.support.procs import run_stoppable
 from tests.support.version import PROJECT_VERSION
-from trainer.benchmark import write_idx_dataset
 from trainer.data import load
 
 # Each session tags its own build, so two test runs sharing one podman store (a developer's and CI's)

@@ -4,9 +4,9 @@
 import subprocess
 import sys
 
+from tests.support.idx import write_idx_dataset
 from tests.support.paths import REPO
 from tests.support.procs import trainer_env
-from trainer.benchmark import write_idx_dataset
 from trainer.data import load
 
 SEED_ENTRY = REPO / "docker" / "pytorch-mnist" / "mnist.py"

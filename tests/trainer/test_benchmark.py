@@ -8,8 +8,8 @@ import sys
 import pytest
 import torch
 
+from tests.support.idx import write_idx_dataset
 from tests.support.procs import trainer_env
-from trainer.benchmark import write_idx_dataset
 from trainer.data import load
 from trainer.runtime import native_bf16
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from tests.support.gloo import ONE_RANK
+from tests.support.idx import write_idx_dataset
 from tests.support.procs import (
     LONG_RUN,
     children,
@@ -27,7 +28,6 @@ from tests.support.procs import (
     wait_until,
 )
 from trainer import data as datasets
-from trainer.benchmark import write_idx_dataset
 from trainer.cli import build_parser, check_outputs_writable, parse_args, shared_settings
 from trainer.distributed import STORE_CONNECT_ATTEMPT_SECONDS
 from trainer.failures import LaunchError, PeersUnreachable, StorageFull

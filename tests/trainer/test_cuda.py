@@ -12,9 +12,10 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from tests.support.procs import run_trainer
+from trainer.config import TrainConfig
 from trainer.data import load
 from trainer.distributed import DistContext
-from trainer.loop import TrainConfig, new_trainer
+from trainer.loop import new_trainer
 from trainer.metrics import Reporter
 from trainer.model import Net
 from trainer.runtime import missing_compiler, native_bf16, resolve_precision

@@ -6,10 +6,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from tests.support.idx import write_idx_dataset
 from tests.support.paths import REPO
 from tests.support.pypi import FakeIndex
 from trainer import data, mnist_pypi
-from trainer.benchmark import write_idx_dataset
 from trainer.failures import DatasetUnavailable
 
 

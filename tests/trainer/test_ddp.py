@@ -16,9 +16,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
+from tests.support.idx import write_idx_dataset
 from tests.support.procs import free_port, run_trainer, start_pods, trainer_env, wait_all
 from trainer import cli
-from trainer.benchmark import write_idx_dataset
 from trainer.checkpoint import FORMAT_VERSION
 from trainer.data import load
 from trainer.failures import EXIT_PERMANENT, EXIT_RETRYABLE

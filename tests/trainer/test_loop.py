@@ -8,8 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from tests.support.gloo import ONE_RANK
+from trainer.config import TrainConfig
 from trainer.data import Dataset
-from trainer.loop import TrainConfig, Trainer
+from trainer.loop import Trainer
 from trainer.metrics import Reporter
 from trainer.model import Net
 

@@ -7,7 +7,7 @@ import pytest
 
 from tests.support.procs import run_trainer
 from trainer.cli import parse_args
-from trainer.loop import RECIPE_FIELDS, TrainConfig
+from trainer.config import RECIPE_FIELDS, TrainConfig
 
 SEED_SETTINGS = {
     "batch_size": 64,

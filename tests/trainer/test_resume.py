@@ -12,10 +12,11 @@ import torch.multiprocessing as mp
 from tests.support.gloo import ONE_RANK, run_rank
 from trainer import loop, sigterm
 from trainer.checkpoint import CheckpointStore
+from trainer.config import TrainConfig
 from trainer.data import Dataset
 from trainer.distributed import DistContext
 from trainer.failures import IncompatibleCheckpoint, NonFiniteLoss
-from trainer.loop import TrainConfig, Trainer, evaluate, read_latest_checkpoint
+from trainer.loop import Trainer, evaluate, read_latest_checkpoint
 from trainer.metrics import Reporter
 from trainer.model import Net
 
