@@ -1,7 +1,9 @@
 """Why the trainer stops, and the exit code each reason gives: the one home of both.
 
-The codes are for the training-operator's `restartPolicy: ExitCode`, which fails the job on 1-127
-and recreates the pod on 128-255; the kubelet reports a process killed by signal N as 128 + N.
+The codes are for the controllers' exit-code restart policies: the training-operator v1's `ExitCode`
+fails the job on 1-127 and recreates the pod on 128-255; T9k's `ExitCode` retries only 130, 137, 138
+and 143 (138 reserved for a program asking to be restarted). The kubelet reports a process killed by
+signal N as 128 + N.
 A `Failure` prints one line and exits with its `exit_code`; any other exception prints its
 traceback and exits EXIT_RETRYABLE, since it may pass (a lost peer above all: gloo and NCCL raise
 plain RuntimeErrors). No torch import here: the local runner (ci/localjob) reads the codes too.
@@ -12,7 +14,7 @@ from __future__ import annotations
 import signal
 
 EXIT_PERMANENT = 1  # a restart cannot fix it: the job fails
-EXIT_RETRYABLE = 128  # the lowest code ExitCode recreates the pod for
+EXIT_RETRYABLE = 138  # retried by both ExitCode policies: v1's (128-255) and T9k's (130, 137, 138, 143)
 
 
 def signal_exit_code(signum: int) -> int:
@@ -29,8 +31,8 @@ def container_exit_code(returncode: int) -> int:
 
 
 def retryable(code: int) -> bool:
-    """Whether restartPolicy ExitCode recreates the pod for this exit code."""
-    return code >= EXIT_RETRYABLE
+    """Whether the training-operator v1's restartPolicy ExitCode recreates the pod for this exit code."""
+    return code >= 128
 
 
 class Failure(Exception):

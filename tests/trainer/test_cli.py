@@ -30,7 +30,7 @@ from tests.support.procs import (
 from trainer import data as datasets
 from trainer.cli import build_parser, check_outputs_writable, parse_args, shared_settings
 from trainer.distributed import STORE_CONNECT_ATTEMPT_SECONDS
-from trainer.failures import LaunchError, PeersUnreachable, StorageFull
+from trainer.failures import EXIT_RETRYABLE, LaunchError, PeersUnreachable, StorageFull
 from trainer.model import Net
 from trainer.runtime import native_bf16
 
@@ -273,7 +273,7 @@ def full_volume(tiny_volume):
 
 
 def test_a_full_checkpoint_volume_fails_the_job_for_good(tmp_path, tiny_volume):
-    """Every restart would retrain to the same checkpoint and fail there again: exit 1, not 128."""
+    """Every restart would retrain to the same checkpoint and fail there again: exit 1, not 138."""
     result = run_trainer([*QUICK, "--dir", "", "--checkpoint-dir", str(tiny_volume)], cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
@@ -365,7 +365,7 @@ def test_a_failed_run_reports_its_own_failure_and_still_shuts_down(monkeypatch):
 
 
 def test_an_unreachable_master_is_named_in_one_line_and_retried(tmp_path):
-    """No Master listens (a wrong MASTER_ADDR/PORT, or its pod not started): exit 128, which
+    """No Master listens (a wrong MASTER_ADDR/PORT, or its pod not started): exit 138, which
     restartPolicy ExitCode retries, with the address in the last line rather than a C++ traceback."""
     port = free_port()
     result = run_trainer(
@@ -376,7 +376,7 @@ def test_an_unreachable_master_is_named_in_one_line_and_retried(tmp_path):
         WORLD_SIZE="2",
         RANK="1",
     )
-    assert result.returncode == 128, result.stderr
+    assert result.returncode == EXIT_RETRYABLE, result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(
         f"error: rank 1 of 2 could not meet the others at MASTER_ADDR=127.0.0.1 MASTER_PORT={port} (waiting up "

@@ -176,7 +176,7 @@ def test_a_failed_run_frees_its_ddp_wrapper_before_destroying_the_group(tmp_path
 
 
 def test_a_checkpoint_from_a_newer_trainer_stops_every_rank_with_the_reason(tmp_path):
-    """Rank 0 reads it; the others must not die as if a peer were lost (exit 128, retried)."""
+    """Rank 0 reads it; the others must not die as if a peer were lost (exit 138, retried)."""
     newer = tmp_path / "ckpt" / "checkpoint-000000010.pt"
     newer.parent.mkdir()
     torch.save({"format": FORMAT_VERSION + 1}, newer)

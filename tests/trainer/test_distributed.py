@@ -74,7 +74,7 @@ def test_a_worker_only_job_without_torchrun_is_refused_with_the_fix():
         ({"WORLD_SIZE": "2", "RANK": "2", "MASTER_ADDR": "a", "MASTER_PORT": "1"}, "RANK=2 must be smaller"),
         ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two' is not an integer"),
         ({"WORLD_SIZE": "0"}, "WORLD_SIZE=0 must be at least 1"),
-        # Else a TypeError from the store, and exit 128: retried for a setting no restart fixes.
+        # Else a TypeError from the store, and exit 138: retried for a setting no restart fixes.
         (
             {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "a", "MASTER_PORT": "70000"},
             "MASTER_PORT=70000 must be at most 65535",

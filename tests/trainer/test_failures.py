@@ -21,7 +21,7 @@ PERMANENT = [
 @pytest.mark.parametrize(
     "error, code",
     [(kind("the reason"), 1) for kind in PERMANENT]
-    + [(failures.PeersUnreachable("the reason"), 128), (RuntimeError("gloo: connection reset by peer"), 128)],
+    + [(failures.PeersUnreachable("the reason"), 138), (RuntimeError("gloo: connection reset by peer"), 138)],
     ids=[kind.__name__ for kind in PERMANENT] + ["PeersUnreachable", "unforeseen"],
 )
 def test_main_exits_with_the_failures_code(monkeypatch, capsys, error, code):

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from tests.support.procs import LONG_RUN, free_port, has_trained, spawn, torchrun_workers, trainer_env, wait_until
+from trainer.failures import EXIT_RETRYABLE
 
 ONE_WORKER = ["--standalone", "--nproc-per-node", "1", "--max-restarts", "0", "--module", "trainer"]
 
@@ -79,7 +80,7 @@ def test_a_stopped_pod_exits_128_plus_the_signal(tmp_path):
 
 
 def test_a_peer_that_never_joins_is_retryable(tmp_path):
-    """A rendezvous timeout (a lost or late pod) exits with the trainer's retryable 128, not 1."""
+    """A rendezvous timeout (a lost or late pod) exits with the trainer's retryable 138, not 1."""
     alone = [
         "--nnodes",
         "2",
@@ -96,5 +97,5 @@ def test_a_peer_that_never_joins_is_retryable(tmp_path):
     ]
     code = launch("trainer.torchrun", alone, tmp_path).wait(timeout=120)
     log = (tmp_path / "trainer.torchrun.log").read_text()
-    assert code == 128, log
+    assert code == EXIT_RETRYABLE, log
     assert "RendezvousTimeoutError" in log
