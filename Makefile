@@ -27,7 +27,8 @@ TORCH_PIN ?= torch==2.14.1 torchvision==0.29.1
 # whose claim is mnist-storage, and the chart's datasets/ on it. `make data` fills it.
 DATA_DIR ?= .run/mnist/volumes/mnist-storage/datasets
 
-# `make run VALUES=my-values.yaml RUN_FLAGS="--set workers=2"` runs any values file locally.
+# `make run VALUES=charts/pytorchjob-mnist/ci/cpu-gloo-values.yaml RUN_FLAGS="--set workers=2"` runs any
+# values file locally.
 VALUES ?=
 RUN_FLAGS ?=
 
