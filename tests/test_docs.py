@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.support.paths import REPO, WORKLOAD_CHART
+from tests.support.version import PROJECT_VERSION
 
 README = (REPO / "README.md").read_text()
 # Every document whose commands a reader copies: the front page, docs/ and each README below it.
@@ -117,3 +118,22 @@ def test_the_trainer_page_says_which_recipe_is_whose_default():
     page = " ".join((REPO / "docs" / "trainer.md").read_text().split())
     assert f"`{cli.DEFAULT_RECIPE}`, the trainer's default" in page
     assert f"`{chart_recipe}`, the default of the chart's `training.recipe`" in page
+
+
+def test_the_front_page_lists_every_example_values_file():
+    """README.md lists the workload chart's examples/ by name: a new or renamed file must show there."""
+    examples = WORKLOAD_CHART / "examples"
+    [paragraph] = [p for p in README.split("\n\n") if "charts/pytorchjob-mnist/examples/`" in p]
+    listed = set(re.findall(r"`([\w.-]+\.yaml)`", paragraph))
+    assert listed == {p.name for p in examples.rglob("*.yaml")}
+
+
+def test_image_tags_in_the_docs_are_this_versions():
+    """Examples that pull the released image name pyproject.toml's version, so they run after a release."""
+    tags = {
+        (document_id(d), tag)
+        for d in DOCUMENTS
+        for tag in re.findall(r"ghcr\.io/pytorchjob-mnist/trainer:([\w.]+)-(?:cpu|cuda)", d.read_text())
+    }
+    assert tags, "the pattern finds the SDK page's examples"
+    assert [t for t in tags if t[1] != PROJECT_VERSION] == []
