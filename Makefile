@@ -15,6 +15,9 @@ SHELL := bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The chart scripts' own venv: `make docs` and `make crds` install only their pyproject dependency group
+# (chart-docs, chart-crds) there, no torch.
+CHART_VENV ?= .venv-charts
 TOOLS_BIN ?= $(CURDIR)/.tools/bin
 export TOOLS_BIN
 # torch/torchvision pins for the dev venv only; pyproject keeps ranges so images can choose.
@@ -24,7 +27,8 @@ TORCH_PIN ?= torch==2.14.1 torchvision==0.29.1
 # whose claim is mnist-storage, and the chart's datasets/ on it. `make data` fills it.
 DATA_DIR ?= .run/mnist/volumes/mnist-storage/datasets
 
-# `make run VALUES=my-values.yaml RUN_FLAGS="--set workers=2"` runs any values file locally.
+# `make run VALUES=charts/pytorchjob-mnist/ci/cpu-gloo-values.yaml RUN_FLAGS="--set workers=2"` runs any
+# values file locally.
 VALUES ?=
 RUN_FLAGS ?=
 
@@ -97,7 +101,16 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH_PIN)
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test]' --group chart-crds
+	touch $@
+
+$(CHART_VENV)/bin/python:
+	$(PYTHON) -m venv $(CHART_VENV)
+	$@ -m pip install --quiet --upgrade pip
+
+# One stamp per dependency group (chart-docs, chart-crds), so that `make docs` leaves out the CRD tools.
+$(CHART_VENV)/.%: pyproject.toml | $(CHART_VENV)/bin/python
+	$(CHART_VENV)/bin/python -m pip install --quiet --group $*
 	touch $@
 
 .PHONY: venv
@@ -110,12 +123,12 @@ tools: ## Install pinned Helm 3, Helm 4 and kubectl into .tools/bin
 ##@ Charts
 
 .PHONY: crds
-crds: venv ## Regenerate the PyTorchJob CRD template from Kubernetes' OpenAPI definitions
-	$(PY) ci/gen_crd.py
+crds: $(CHART_VENV)/.chart-crds ## Regenerate the PyTorchJob CRD template from Kubernetes' OpenAPI definitions
+	$(CHART_VENV)/bin/python ci/gen_crd.py
 
 .PHONY: docs
-docs: venv ## Regenerate the charts' README values tables from the `# --` comments in values.yaml
-	$(PY) ci/values_docs.py
+docs: $(CHART_VENV)/.chart-docs ## Regenerate the charts' README values tables from the `# --` comments in values.yaml
+	$(CHART_VENV)/bin/python ci/values_docs.py
 
 ##@ Images and clusters
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.support.paths import REPO
 
@@ -80,3 +85,58 @@ def test_offline_images_get_the_release_name_only_when_asked():
     assert "IMG=" not in offline_build(), "build-offline.sh's own localhost/...:dev-<variant> applies"
     assert "IMG=registry.example.com/ml/trainer:dev" in offline_build("IMG=registry.example.com/ml/trainer:dev")
     assert "IMG=registry.example.com/ml/trainer:env" in offline_build(IMG="registry.example.com/ml/trainer:env")
+
+
+# The chart targets and the script each runs: they must build no torch venv (issue 30).
+CHART_TARGETS = {"docs": "ci/values_docs.py", "crds": "ci/gen_crd.py"}
+
+
+def dependency_group(name: str) -> set[str]:
+    """The project names a pyproject dependency group installs, include-group entries expanded."""
+    groups = tomllib.loads((REPO / "pyproject.toml").read_text())["dependency-groups"]
+    names = set()
+    for entry in groups[name]:
+        names |= dependency_group(entry["include-group"]) if isinstance(entry, dict) else {canonical(entry)}
+    return names
+
+
+def canonical(requirement: str) -> str:
+    return re.sub(r"[-_.]+", "-", re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0]).lower()
+
+
+def third_party_imports(script: Path) -> set[str]:
+    tree = ast.parse(script.read_text())
+    modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    modules |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0}
+    return {m.split(".")[0] for m in modules} - set(sys.stdlib_module_names) - {"__future__"}
+
+
+@pytest.mark.parametrize("target", CHART_TARGETS)
+def test_chart_targets_install_their_dependency_group_and_no_torch(tmp_path, target):
+    """`make docs` in a fresh clone must not build the 5.5 GB dev venv: its recipe, as make would run it
+    with neither venv present, installs one pyproject dependency group into the chart venv."""
+    chart_venv, dev_venv = tmp_path / "charts-venv", tmp_path / "dev-venv"
+    result = subprocess.run(
+        ["make", "-n", target, f"CHART_VENV={chart_venv}", f"VENV={dev_venv}"], cwd=REPO, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    commands = result.stdout
+    assert f"{chart_venv}/bin/python {CHART_TARGETS[target]}" in commands.splitlines()
+    assert str(dev_venv) not in commands and "torch" not in commands and "[test]" not in commands, commands
+    [group] = re.findall(r"pip install --quiet --group (\S+)$", commands, re.M)
+    # Every third-party module the script imports comes from that group (trainer and torch would not).
+    installed_by = importlib.metadata.packages_distributions()
+    for module in sorted(third_party_imports(REPO / CHART_TARGETS[target])):
+        distributions = {canonical(d) for d in installed_by.get(module, [f"<{module}: not installed here>"])}
+        assert distributions & dependency_group(group), (
+            f"{CHART_TARGETS[target]} imports {module} ({', '.join(sorted(distributions))}), "
+            f"which dependency group {group} in pyproject.toml does not install"
+        )
+
+
+def test_the_dev_venv_installs_what_the_chart_scripts_import():
+    """The tests run ci/values_docs.py and ci/gen_crd.py in the dev venv."""
+    recipe = subprocess.run(["make", "-n", "venv", "VENV=/nonexistent/venv"], cwd=REPO, capture_output=True, text=True)
+    assert recipe.returncode == 0, recipe.stderr
+    assert "-e '.[test]' --group chart-crds" in recipe.stdout
+    assert dependency_group("chart-docs") <= dependency_group("chart-crds")

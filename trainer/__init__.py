@@ -1,3 +1,5 @@
-"""DDP trainer for the Kubeflow MNIST/FashionMNIST CNN, built to run inside PyTorchJob pods."""
+"""DDP trainer for the Kubeflow MNIST/FashionMNIST CNN, built to run inside PyTorchJob pods.
 
-__version__ = "0.1.0"
+The release version is pyproject.toml's alone (tests/test_versions.py): an installed trainer reports it
+as importlib.metadata.version("pytorchjob-mnist").
+"""

@@ -1,5 +1,6 @@
-"""The Argo CD side: health checks (run in Lua 5.1, the dialect of Argo CD's gopher-lua) and the
-app-of-apps manifests under ci/argocd/."""
+"""The Argo CD health checks (run in Lua 5.1, the dialect of Argo CD's gopher-lua), the argocd-cm patch
+that carries them, and yamllint of every YAML file under ci/argocd/ (tests/argocd/test_apps.py checks
+the Applications)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from lupa import lua51
 from yamllint import config as yamllint_config
 from yamllint import linter
 
-from tests.support.helm import by_kind
 from tests.support.paths import REPO
 
 ARGOCD = REPO / "ci" / "argocd"
@@ -21,7 +21,6 @@ PYTORCHJOB_CHECK = CUSTOMIZATIONS / "kubeflow.org" / "PyTorchJob"
 TRAINJOB_CHECK = CUSTOMIZATIONS / "trainer.kubeflow.org" / "TrainJob"
 APPLICATION_CHECK = CUSTOMIZATIONS / "argoproj.io" / "Application"
 CM_PATCH = ARGOCD / "argocd-cm-patch.yaml"
-APPS = {p.stem: p for p in sorted((ARGOCD / "apps").glob("*.yaml"))}
 # Every condition type the training-operator v1 sets on a job (pkg/util/status.go).
 PYTORCHJOB_CONDITION_TYPES = {"Created", "Running", "Restarting", "Succeeded", "Suspended", "Failed"}
 # Every condition type Kubeflow Trainer v2 sets on a TrainJob.
@@ -182,114 +181,3 @@ def yaml_files() -> list[Path]:
 def test_yamllint(path: Path):
     problems = list(linter.run(path.read_text(), YAMLLINT, str(path)))
     assert not problems, "\n".join(f"{path.name}:{p.line}:{p.column} {p.message}" for p in problems)
-
-
-def application(name: str) -> dict:
-    return yaml.safe_load(APPS[name].read_text())
-
-
-def all_applications() -> list[dict]:
-    return [yaml.safe_load((ARGOCD / "root-app.yaml").read_text())] + [application(n) for n in APPS]
-
-
-def test_the_app_of_apps_has_the_two_children():
-    assert set(APPS) == {"training-operator", "pytorchjob-mnist"}
-    root = yaml.safe_load((ARGOCD / "root-app.yaml").read_text())
-    assert (REPO / root["spec"]["source"]["path"]) == ARGOCD / "apps"
-
-
-@pytest.mark.parametrize("app", all_applications(), ids=lambda a: a["metadata"]["name"])
-def test_application_points_at_an_existing_path_of_this_repo(app: dict):
-    assert app["apiVersion"] == "argoproj.io/v1alpha1" and app["kind"] == "Application"
-    assert app["metadata"]["namespace"] == "argocd"
-    source = app["spec"]["source"]
-    assert (REPO / source["path"]).is_dir(), f"{app['metadata']['name']}: spec.source.path {source['path']} is missing"
-    assert source["repoURL"] == all_applications()[0]["spec"]["source"]["repoURL"], "one repoURL for every app"
-    if "helm" in source:
-        assert (REPO / source["path"] / "Chart.yaml").is_file()
-        for values_file in source["helm"].get("valueFiles", []):
-            assert (REPO / source["path"] / values_file).is_file(), f"valueFiles entry {values_file} is missing"
-    assert "resources-finalizer.argocd.argoproj.io" in app["metadata"]["finalizers"]
-
-
-def test_the_operator_syncs_before_the_job():
-    waves = {name: int(application(name)["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]) for name in APPS}
-    assert waves["training-operator"] < waves["pytorchjob-mnist"]
-
-
-def test_sync_options():
-    operator = application("training-operator")["spec"]["syncPolicy"]
-    assert {"ServerSideApply=true", "RespectIgnoreDifferences=true"} <= set(operator["syncOptions"])
-    job = application("pytorchjob-mnist")["spec"]["syncPolicy"]
-    assert "SkipDryRunOnMissingResource=true" in job["syncOptions"]
-    # Argo CD applies every object of a sync; the job's Replace=true would restart a training run.
-    assert "ApplyOutOfSyncOnly=true" in job["syncOptions"]
-    assert job["retry"]["limit"] > 0 and job["retry"]["backoff"]["factor"] > 1
-    assert application("pytorchjob-mnist")["spec"]["source"]["helm"]["skipTests"] is True
-
-
-def render_application(helm, name: str, **parameters) -> list[dict]:
-    """The manifests Argo CD renders for the Application, with some of its Helm parameters changed."""
-    app = application(name)
-    source = app["spec"]["source"]
-    helm_source = source.get("helm", {})
-    app_parameters = {p["name"]: p["value"] for p in helm_source.get("parameters", [])}
-    assert set(parameters) <= set(app_parameters), "change only parameters the Application has"
-    return helm.render(
-        REPO / source["path"],
-        values_files=tuple(REPO / source["path"] / f for f in helm_source.get("valueFiles", [])),
-        set_values=app_parameters | parameters,
-        release=helm_source.get("releaseName", name),
-        namespace=app["spec"]["destination"]["namespace"],
-    )
-
-
-def test_ignore_differences_match_what_the_operator_chart_renders(helm):
-    """The ignored objects exist under those names, and the chart leaves the ignored fields empty."""
-    docs = render_application(helm, "training-operator")
-    rules = {rule["kind"]: rule for rule in application("training-operator")["spec"]["ignoreDifferences"]}
-    assert set(rules) == {"ValidatingWebhookConfiguration", "Secret"}
-
-    webhooks = [
-        d
-        for d in by_kind(docs, "ValidatingWebhookConfiguration")
-        if d["metadata"]["name"] == rules["ValidatingWebhookConfiguration"]["name"]
-    ]
-    assert len(webhooks) == 1, "the ignored ValidatingWebhookConfiguration is not rendered under that name"
-    assert rules["ValidatingWebhookConfiguration"]["jqPathExpressions"] == [".webhooks[]?.clientConfig.caBundle"]
-    assert all("caBundle" not in w["clientConfig"] for w in webhooks[0]["webhooks"])
-
-    secrets = [d for d in by_kind(docs, "Secret") if d["metadata"]["name"] == rules["Secret"]["name"]]
-    assert len(secrets) == 1, "the ignored webhook Secret is not rendered under that name"
-    assert secrets[0]["metadata"]["namespace"] == rules["Secret"]["namespace"]
-    assert rules["Secret"]["jsonPointers"] == ["/data"] and "data" not in secrets[0]
-
-
-def test_the_workload_application_renders_a_pytorchjob(helm):
-    jobs = by_kind(render_application(helm, "pytorchjob-mnist"), "PyTorchJob")
-    assert len(jobs) == 1
-    images = {
-        c["image"]
-        for spec in jobs[0]["spec"]["pytorchReplicaSpecs"].values()
-        for c in spec["template"]["spec"]["containers"]
-    }
-    assert {image.rsplit(":", 1)[0] for image in images} == {"registry.example.com/ml/trainer"}, (
-        "the Application's image.repository parameter reaches every replica"
-    )
-    # The app's comment promises that a values change in Git recreates (re-runs) the finished job.
-    sync_options = jobs[0]["metadata"]["annotations"]["argocd.argoproj.io/sync-options"].split(",")
-    assert {"Replace=true", "Force=true", "SkipDryRunOnMissingResource=true"} <= set(sync_options)
-    assert "ttlSecondsAfterFinished" not in jobs[0]["spec"].get("runPolicy", {}), (
-        "self-heal would recreate a TTL-deleted job and train forever"
-    )
-
-
-def test_the_workload_application_deploys_a_trainjob_by_its_jobkind_parameter(helm):
-    """Set to TrainJob, the same Application renders one Kubeflow Trainer v2 job instead, recreated
-    on a values change like the PyTorchJob (a TrainJob's trainer is immutable, so it must be)."""
-    docs = render_application(helm, "pytorchjob-mnist", jobKind="TrainJob")
-    assert by_kind(docs, "PyTorchJob") == []
-    (job,) = by_kind(docs, "TrainJob")
-    assert job["spec"]["trainer"]["image"].rsplit(":", 1)[0] == "registry.example.com/ml/trainer"
-    sync_options = job["metadata"]["annotations"]["argocd.argoproj.io/sync-options"].split(",")
-    assert {"Replace=true", "Force=true", "SkipDryRunOnMissingResource=true"} <= set(sync_options)

@@ -1,5 +1,6 @@
-"""The project's version as pyproject.toml declares it, which the image tags and labels, the trainer
-and the workload chart's appVersion all repeat."""
+"""The project's version: pyproject.toml holds it, the only copy the tools cannot read from there being
+the workload chart's appVersion (tests/test_versions.py compares them). The Makefile's image tag, the
+image's labels and the release's tag check all read pyproject.toml."""
 
 from __future__ import annotations
 
