@@ -33,6 +33,7 @@ import re
 import shutil
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,7 +92,8 @@ def pod_named(host: str, pod_names: set[str], namespace: str, subdomain: str = "
 
 
 def localize_host(value: str, pod_names: set[str], namespace: str, subdomain: str = "") -> str:
-    """`value` with a pod/Service name (alone, as `name:port`, either after a `--flag=`) replaced by 127.0.0.1."""
+    """`value` with a pod/Service name (alone or as `name:port`, either after a `--flag=` or not) replaced by
+    127.0.0.1."""
     prefix, sep, address = value.partition("=") if value.startswith("-") else ("", "", value)
     host, colon, port = address.partition(":")
     return prefix + sep + LOCALHOST + colon + port if pod_named(host, pod_names, namespace, subdomain) else value
@@ -215,7 +217,7 @@ def downward_cpu_request(container: dict, divisor: str, pod: str) -> int:
 
 
 def pod_argv(
-    container: dict, env: dict[str, str], mounts: list[tuple[str, Path]], pod: str, localize
+    container: dict, env: dict[str, str], mounts: list[tuple[str, Path]], pod: str, localize: Callable[[str], str]
 ) -> tuple[str, ...]:
     """The command and args with references expanded, then the executable found here, hosts localized and
     paths mapped."""
