@@ -3,7 +3,7 @@
 The codes are for the controllers' exit-code restart policies: the training-operator v1's `ExitCode`
 fails the job on 1-127 and recreates the pod on 128-255; T9k's `ExitCode` retries only 130, 137, 138
 and 143 (138 reserved for a program asking to be restarted). The kubelet reports a process killed by
-signal N as 128 + N.
+signal N as 128 + N. (ci/localjob/kinds hold each controller's rule; a test checks these codes against them.)
 A `Failure` prints one line and exits with its `exit_code`; any other exception prints its
 traceback and exits EXIT_RETRYABLE, since it may pass (a lost peer above all: gloo and NCCL raise
 plain RuntimeErrors). No torch import here: the local runner (ci/localjob) reads the codes too.
@@ -28,11 +28,6 @@ def container_exit_code(returncode: int) -> int:
     """A process's exit code as the kubelet reports it: a negative returncode (killed by that signal)
     becomes 128 + the signal."""
     return signal_exit_code(-returncode) if returncode < 0 else returncode
-
-
-def retryable(code: int) -> bool:
-    """Whether the training-operator v1's restartPolicy ExitCode recreates the pod for this exit code."""
-    return code >= 128
 
 
 class Failure(Exception):

@@ -1,9 +1,8 @@
-"""Local runner for charts/pytorchjob-mnist: the PyTorchJob's replicas, or the TrainJob's nodes, as local
-processes.
+"""Local runner for charts/pytorchjob-mnist: every pod of the chart's job as a local process.
 
-render runs `helm template` and picks out the job; operator_env (training-operator v1) and trainer_env
-(Trainer v2's torch runtime) hold each controller's pod contract as pure functions; jobs wraps a rendered
-job in a model of its kind (its pods, their injected env, its completion rules); pods turns the model's
-pods into local process plans, supervisor runs them with the pods' restart rules, and cli
-(`python -m ci.localjob`) ties them together.
+render runs `helm template` and picks out the job; kinds/ holds one module per job kind (PyTorchJob,
+TrainJob, PyTorchTrainingJob), each its controller's whole contract: the pods and what it injects into
+them, how it restarts them, when the job succeeds or fails; pods turns a kind's pods into local process
+plans, supervisor runs them by the kind's rules, and cli (`python -m ci.localjob`) ties them together.
+None of these but kinds/ knows a kind.
 """

@@ -1,12 +1,11 @@
-"""`python -m ci.localjob`: run the chart's PyTorchJob or TrainJob on this machine, no cluster needed.
+"""`python -m ci.localjob`: run the chart's job on this machine, no cluster needed.
 
     python -m ci.localjob [-f my-values.yaml] [--set training.epochs=2] [--port 29500]
-    python -m ci.localjob --set jobKind=TrainJob
+    python -m ci.localjob --set jobKind=<a kind in ci/localjob/kinds/, as the chart renders it>
 
-Renders charts/pytorchjob-mnist with Helm, starts every pod as a local process with the environment
-the training-operator (PyTorchJob) or Trainer v2's torch plugin (TrainJob) would inject, streams their
-logs prefixed with the pod name, restarts failed pods as their controller would, and exits 0 when the
-job Succeeded (Complete, for a TrainJob), 1 when it Failed.
+Renders charts/pytorchjob-mnist with Helm, starts every pod of its job as a local process with the
+environment its kind's controller would inject, streams their logs prefixed with the pod name, restarts
+failed pods as that controller would, and exits 0 when the job succeeded, 1 when it Failed.
 State lives in <run-dir>/<release>/: volumes/<claim> (the "PVC"), pods/<pod>/ (emptyDirs, pid),
 logs/<pod>.log.
 """
@@ -20,8 +19,9 @@ import socket
 import sys
 from pathlib import Path
 
-from ci.localjob.jobs import job_model
-from ci.localjob.pods import REPO, LocalPod, UnsupportedPod, plan_pods
+from ci.localjob.kinds import KINDS, job_model
+from ci.localjob.kinds.base import UnsupportedPod
+from ci.localjob.pods import REPO, LocalPod, plan_pods
 from ci.localjob.render import RenderError, find_helm, render_job
 from ci.localjob.supervisor import JobRunner
 
@@ -55,7 +55,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--port",
         type=int,
-        help="use this port instead of the chart's pytorchjob-port (23456), or a TrainJob's master port (29500)",
+        help="the port the pods meet on, instead of "
+        + "; ".join(f"{kind}: {model.port_help}" for kind, model in sorted(KINDS.items())),
     )
     parser.add_argument("--run-dir", type=Path, default=Path(".run"), help="state directory (default: .run)")
     parser.add_argument(
@@ -87,15 +88,8 @@ def helm_arguments(args: argparse.Namespace) -> list[str]:
     return helm_args
 
 
-def busy_ports(pods: list[LocalPod]) -> list[int]:
-    """Ports the replicas will listen on that something else already holds."""
-    ports = set()
-    for pod in pods:
-        env = dict(pod.injected_env)
-        if "PET_MASTER_PORT" in env:
-            ports.add(int(env["PET_MASTER_PORT"]))
-        if "PET_RDZV_ENDPOINT" in env:
-            ports.add(int(env["PET_RDZV_ENDPOINT"].rpartition(":")[2]))
+def busy_ports(ports: set[int]) -> list[int]:
+    """The ports (that the replicas will listen on) which something else already holds."""
     busy = []
     for port in sorted(ports):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -126,9 +120,15 @@ def print_plan(pods: list[LocalPod], out) -> None:
         print(f"  command: {shlex.join(pod.argv)}", file=out)
         print(f"  cwd: {pod.cwd}", file=out)
         print(f"  restartPolicy: {pod.restart_policy}", file=out)
-        print("  injected env: " + " ".join(f"{k}={v}" for k, v in pod.injected_env), file=out)
+        print(f"  injected env: {injected(pod)}", file=out)
+        for note in pod.notes:
+            print(f"  note: {note}", file=out)
         for container_path, local in pod.mounts:
             print(f"  mount: {container_path} -> {local}", file=out)
+
+
+def injected(pod: LocalPod) -> str:
+    return " ".join(f"{k}={v}" for k, v in pod.injected_env) or "(none)"
 
 
 def main(argv: list[str] | None = None, out=sys.stdout) -> int:
@@ -141,13 +141,15 @@ def main(argv: list[str] | None = None, out=sys.stdout) -> int:
     except (RenderError, UnsupportedPod, ValueError) as error:
         print(f"localjob: {error}", file=sys.stderr)
         return 2
+    for warning in job.warnings:
+        print(f"localjob: warning: {warning}", file=sys.stderr)
     if args.print_env:
         print_plan(pods, out)
         return 0
     if job.suspended:
         print(f"localjob: {job.suspended}", file=sys.stderr)
         return 2
-    busy = busy_ports(pods)
+    busy = busy_ports(job.ports())
     if busy:
         print(
             f"localjob: port {', '.join(map(str, busy))} is already in use on this machine; "
@@ -164,7 +166,9 @@ def main(argv: list[str] | None = None, out=sys.stdout) -> int:
     runner.say(f"{job.kind} {job.name}: {job.describe()}; state in {run_dir}")
     runner.say(f"pod names resolve to 127.0.0.1; claims are directories in {run_dir / 'volumes'}")
     for pod in pods:
-        runner.say(f"{pod.name}: {' '.join(f'{k}={v}' for k, v in pod.injected_env)}")
+        runner.say(f"{pod.name}: {injected(pod)}")
+        for note in pod.notes:
+            runner.say(f"{pod.name}: {note}")
     result = runner.run()
     runner.say(
         f"{job.kind} {job.name} {result.state}: {result.reason} "

@@ -1,10 +1,11 @@
-"""Turn a job model's pods (jobs.py: a PyTorchJob's or a TrainJob's) into local processes: one per pod,
-with the container's command, args and env, the controller's env appended, and the pod's volumes mapped
-to local directories.
+"""Turn a job model's pods (kinds/: whatever its kind) into local processes: one per pod, with the
+container's command, args and env as the controller makes them, the controller's env appended, and the
+pod's volumes mapped to local directories.
 
 Deliberate deviations from a cluster, all because every pod shares this machine:
-- pod names in the controller's env (`<job>-master-0`, `<job>-worker-0`; `<job>-node-0-0.<job>`)
-  resolve to 127.0.0.1;
+- pod names (as the kind names them, under the job's subdomain if it has one, in any Service form) in
+  the controller's env and in the command resolve to 127.0.0.1; so that only the pod a torchrun
+  rendezvous endpoint names serves the store, as on a cluster, that pod alone gets is_host=true;
 - the image is this checkout: `python` is the running interpreter, other commands (torchrun)
   come from its bin directory, and the repository root is prepended to PYTHONPATH;
 - a claim is a directory shared by all pods, an emptyDir a per-pod directory, and /dev/shm
@@ -19,7 +20,7 @@ Deliberate deviations from a cluster, all because every pod shares this machine:
   MKL_NUM_THREADS and CUDA_VISIBLE_DEVICES, which size a process for the whole machine.
 
 As the kubelet does, `$(VAR)` in env values is expanded against the variables before it in the
-container's env, and in the command and args against its final env (the operator's included);
+container's env, and in the command and args against its final env (the controller's included);
 `$$` is a literal `$`, and a reference to an undefined variable stays as written.
 """
 
@@ -32,10 +33,12 @@ import re
 import shutil
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.localjob.jobs import JobModel, UnsupportedPod
+from ci.localjob import torchrun
+from ci.localjob.kinds.base import JobModel, UnsupportedPod
 from ci.localjob.quantity import cpu_millicores
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,11 +46,6 @@ REPO = Path(__file__).resolve().parents[2]
 IMAGE_ENTRYPOINT = ("python", "-m", "trainer")
 LOCALHOST = "127.0.0.1"
 GPU_RESOURCE = "nvidia.com/gpu"
-# Variables of the launching shell that would confuse torch.distributed in a replica.
-_HOST_DISTRIBUTED_ENV = re.compile(
-    r"^(PET_.*|TORCHELASTIC_.*|MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK|LOCAL_WORLD_SIZE|GROUP_RANK|"
-    r"ROLE_RANK|ROLE_WORLD_SIZE|GROUP_WORLD_SIZE|NODE_RANK)$"
-)
 # Variables of the launching shell sized for the whole machine, which no container inherits.
 _HOST_MACHINE_ENV = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES"}
 # Kubernetes' reference syntax: `$$` (an escaped `$`) or `$(NAME)`.
@@ -57,15 +55,16 @@ _REFERENCE = re.compile(r"\$(\$|\(([^)]*)\))")
 @dataclass(frozen=True)
 class LocalPod:
     name: str
-    replica_type: str  # Master or Worker; node in a TrainJob
+    role: str  # the kind's replica type or replicated job
     index: int
     argv: tuple[str, ...]
     env: dict[str, str]  # the complete process environment
-    injected_env: tuple[tuple[str, str], ...]  # what the controller appended (hosts localized, rendezvous host pinned)
+    injected_env: tuple[tuple[str, str], ...]  # what the controller appended (hosts localized)
     cwd: Path
     restart_policy: str
     mounts: tuple[tuple[str, Path], ...]  # (container path, local directory)
     cpus: tuple[int, ...] = ()  # CPUs the process may run on; () for all
+    notes: tuple[str, ...] = ()  # the kind's and the runner's choices that --print-env shows
 
 
 def pod_dir(run_dir: Path, pod: str) -> Path:
@@ -81,7 +80,7 @@ def empty_dirs(run_dir: Path, pod: str) -> Path:
 def pod_named(host: str, pod_names: set[str], namespace: str, subdomain: str = "") -> str | None:
     """The pod that `host` names, as the Services resolve it on a cluster: `<pod>`, `<pod>.<namespace>`,
     `<pod>.<namespace>.svc` or `<pod>.<namespace>.svc.cluster.local` when each pod has a headless Service of
-    its own (v1); the same with `.<subdomain>` after `<pod>` when they share the job's (v2)."""
+    its own (no subdomain); the same with `.<subdomain>` after `<pod>` when they share the job's."""
     pod, _, domain = host.partition(".")
     if subdomain:
         if domain != subdomain and not domain.startswith(subdomain + "."):
@@ -92,36 +91,23 @@ def pod_named(host: str, pod_names: set[str], namespace: str, subdomain: str = "
     return None
 
 
-def localize_hosts(
-    env: list[tuple[str, str]], pod_names: set[str], namespace: str, subdomain: str = ""
-) -> list[tuple[str, str]]:
-    """Replace pod/Service names (alone or as `name:port`) by 127.0.0.1."""
-    localized = []
-    for name, value in env:
-        host, sep, port = value.partition(":")
-        if pod_named(host, pod_names, namespace, subdomain):
-            value = LOCALHOST + sep + port
-        localized.append((name, value))
-    return localized
+def localize_host(value: str, pod_names: set[str], namespace: str, subdomain: str = "") -> str:
+    """`value` with a pod/Service name (alone or as `name:port`, either after a `--flag=` or not) replaced by
+    127.0.0.1."""
+    prefix, sep, address = value.partition("=") if value.startswith("-") else ("", "", value)
+    host, colon, port = address.partition(":")
+    return prefix + sep + LOCALHOST + colon + port if pod_named(host, pod_names, namespace, subdomain) else value
 
 
-def pin_rendezvous_host(
-    env: list[tuple[str, str]], pod: str, pod_names: set[str], namespace: str, subdomain: str = ""
-) -> list[tuple[str, str]]:
-    """Tell torchrun's c10d rendezvous whether this pod hosts its store (`is_host` in PET_RDZV_CONF).
-
-    On a cluster only the pod the endpoint names matches its address, so only it serves the store. Here
-    every pod's address is 127.0.0.1: each agent would take itself for the host, whichever bound first
-    would serve the store, and killing that pod would end every pod's rendezvous.
-    """
-    values = dict(env)
-    endpoint = values.get("PET_RDZV_ENDPOINT")
-    host = endpoint and pod_named(endpoint.rpartition(":")[0], pod_names, namespace, subdomain)
-    if not host:
-        return env
-    conf = [part for part in values.get("PET_RDZV_CONF", "").split(",") if part and not part.startswith("is_host=")]
-    conf.append(f"is_host={'true' if host == pod else 'false'}")
-    return [(name, value) for name, value in env if name != "PET_RDZV_CONF"] + [("PET_RDZV_CONF", ",".join(conf))]
+def store_host_note(pod: str, store_pod: str) -> str:
+    """Why the runner sets is_host: on a cluster only the pod the rendezvous endpoint names matches its address,
+    so only it serves torchrun's c10d store. Here every pod's address is 127.0.0.1: each agent would take itself
+    for the host, whichever bound first would serve the store, and killing that pod would end every pod's
+    rendezvous."""
+    return (
+        f"is_host={'true' if pod == store_pod else 'false'} in {torchrun.RDZV_CONF_ENV} is the runner's: "
+        f"{store_pod}, which the rendezvous endpoint names, alone serves torchrun's store, as on a cluster"
+    )
 
 
 def volume_mounts(pod_spec: dict, container: dict, pod: str, run_dir: Path) -> list[tuple[str, Path]]:
@@ -230,11 +216,14 @@ def downward_cpu_request(container: dict, divisor: str, pod: str) -> int:
     return math.ceil(millicores(requested) / millicores(divisor))
 
 
-def pod_argv(container: dict, env: dict[str, str], mounts: list[tuple[str, Path]], pod: str) -> tuple[str, ...]:
-    """The command and args with references expanded, then the executable found here and paths mapped."""
+def pod_argv(
+    container: dict, env: dict[str, str], mounts: list[tuple[str, Path]], pod: str, localize: Callable[[str], str]
+) -> tuple[str, ...]:
+    """The command and args with references expanded, then the executable found here, hosts localized and
+    paths mapped."""
     command = list(container.get("command") or IMAGE_ENTRYPOINT) + list(container.get("args") or [])
     command = [expand_references(part, env) for part in command]
-    return (resolve_executable(command[0], pod), *(map_path(part, mounts) for part in command[1:]))
+    return (resolve_executable(command[0], pod), *(map_path(localize(part), mounts) for part in command[1:]))
 
 
 def requested_gpus(container: dict) -> int:
@@ -283,9 +272,17 @@ def plan_pods(
 ) -> list[LocalPod]:
     """One LocalPod per pod the job's controller would create, rank 0 first."""
     host_env = dict(os.environ if host_env is None else host_env)
-    base_env = {k: v for k, v in host_env.items() if not _HOST_DISTRIBUTED_ENV.match(k) and k not in _HOST_MACHINE_ENV}
+    base_env = {
+        k: v for k, v in host_env.items() if not torchrun.DISTRIBUTED_ENV.match(k) and k not in _HOST_MACHINE_ENV
+    }
     templates = job.pods()
     pod_names = {pod.name for pod in templates}
+
+    def localize(value: str) -> str:
+        return localize_host(value, pod_names, namespace, job.subdomain)
+
+    endpoint = job.rendezvous_endpoint
+    store_pod = endpoint and pod_named(endpoint.rpartition(":")[0], pod_names, namespace, job.subdomain)
     gpus = gpu_slices([requested_gpus(pod.container) for pod in templates], host_env)
     shares = (
         cpu_shares(len(templates), sorted(os.sched_getaffinity(0)))
@@ -298,13 +295,16 @@ def plan_pods(
         mounts = volume_mounts(pod.pod_spec, container, name, run_dir)
         own = container_env(container, name, namespace)
         # The controller appends its variables to the container's env: they come after its own in expansion too.
-        injected = pin_rendezvous_host(pod.injected_env, name, pod_names, namespace, job.subdomain)
-        pod_env = expand_env(own + localize_hosts(injected, pod_names, namespace, job.subdomain))
+        pod_env = expand_env(own + [(k, localize(v)) for k, v in pod.injected_env])
         own, injected = pod_env[: len(own)], pod_env[len(own) :]
-        argv = pod_argv(container, dict(pod_env), mounts, name)
+        argv = pod_argv(container, dict(pod_env), mounts, name, localize)
         env = {**base_env, "CUDA_VISIBLE_DEVICES": devices}
         env.update((k, map_path(v, mounts)) for k, v in own)
         env.update(injected)
+        notes = pod.notes
+        if store_pod:
+            env.update([torchrun.pin_store_host(env, is_host=name == store_pod)])
+            notes += (store_host_note(name, store_pod),)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
         # The image's python first, for commands a shell runs too (`sh -c "python …"`).
         env["PATH"] = os.pathsep.join(p for p in (str(Path(sys.executable).parent), env.get("PATH", "")) if p)
@@ -326,6 +326,7 @@ def plan_pods(
                 pod.restart_policy,
                 tuple(mounts),
                 cpus,
+                notes,
             )
         )
     return planned

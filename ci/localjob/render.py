@@ -1,4 +1,4 @@
-"""Render the chart with Helm and pick out the job: a PyTorchJob, or a TrainJob under jobKind=TrainJob."""
+"""Render the chart with Helm and pick out the job: the one document of a kind the runner runs (kinds/)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from ci.localjob.jobs import MODELS
+from ci.localjob.kinds import KINDS
 from ci.localjob.pods import REPO
 
 # Helm's last line on a failed template, naming its own --debug flag, which this runner does not take.
@@ -42,13 +42,14 @@ def find_helm(explicit: str | None = None) -> str:
 
 
 def render_job(helm: str, chart: Path, release: str, namespace: str, helm_args: list[str]) -> dict:
-    """`helm template` with the user's -f/--set arguments; returns the one PyTorchJob or TrainJob."""
+    """`helm template` with the user's -f/--set arguments; returns the one job of a kind the runner runs."""
     command = [helm, "template", release, str(chart), "--namespace", namespace, "--skip-tests", *helm_args]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         message = "\n".join(line for line in result.stderr.strip().splitlines() if line != HELM_DEBUG_HINT)
         raise RenderError(f"helm template failed:\n{message.strip()}")
-    jobs = [d for d in yaml.safe_load_all(result.stdout) if d and d.get("kind") in MODELS]
+    jobs = [d for d in yaml.safe_load_all(result.stdout) if d and d.get("kind") in KINDS]
     if len(jobs) != 1:
-        raise RenderError(f"expected exactly one {' or '.join(MODELS)} in the rendering of {chart}, found {len(jobs)}")
+        kinds = " or ".join(sorted(KINDS))
+        raise RenderError(f"expected exactly one {kinds} in the rendering of {chart}, found {len(jobs)}")
     return jobs[0]

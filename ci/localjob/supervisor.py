@@ -1,16 +1,14 @@
 """Run planned pods as local processes with their controller's restart and completion rules.
 
-The job model (jobs.py) says when the job has succeeded, its backoffLimit and deadline; the rules below
-are the pods' own and the same for both kinds (a TrainJob's pods restart OnFailure under the Job's
-backoffLimit 6).
-- restartPolicy OnFailure restarts a replica on any non-zero exit; ExitCode only on exit codes
-  ≥ 128 (signals such as SIGKILL/OOM = 137), failing the job on 1–127; Never fails the job.
-- runPolicy.backoffLimit fails the job when its restarts would add up to it (the operator fails
-  it once the pods' restart counts reach it, but does not count ExitCode's recreations: here the
-  limit applies to them too, and the message says the cluster differs); activeDeadlineSeconds caps
-  its runtime.
-- ExitCode restarts by recreating the pod, so its emptyDirs start empty; OnFailure restarts the
-  container in the same pod, whose emptyDirs survive.
+The job's kind (kinds/) holds the rules; this runs them alike for every kind:
+- a replica that exits non-zero is restarted when the kind restarts that exit code under the pod's
+  restartPolicy, else the job fails;
+- the job fails when its restarts, counted across all pods, would add up to the kind's backoffLimit (the
+  message adds where the controller differs), or when its activeDeadlineSeconds pass;
+- a restart the kind makes a new pod starts with empty emptyDirs; a container restarted in its pod keeps
+  them;
+- the job has succeeded when the kind says so, from its pods' phases; pods still running then get a grace
+  period to exit.
 Each replica's output is streamed prefixed with its pod name and kept in logs/<pod>.log; its pid
 is in pods/<pod>/pid while it runs, so a test (or a curious user) can kill it.
 SIGTERM and SIGHUP interrupt the job as Ctrl-C does: every replica is stopped before the runner exits
@@ -33,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from ci.localjob.jobs import JobModel
+from ci.localjob.kinds.base import JobModel
 from ci.localjob.pods import LocalPod, empty_dirs, pod_dir
 from trainer import failures
 
@@ -51,14 +49,6 @@ def describe(code: int) -> str:
         except ValueError:
             pass
     return str(code)
-
-
-def retryable(policy: str, code: int) -> bool:
-    if policy in ("OnFailure", "Always"):
-        return True
-    if policy == "ExitCode":
-        return failures.retryable(code)
-    return False
 
 
 @contextmanager
@@ -281,7 +271,7 @@ class JobRunner:
 
     def _succeeded(self) -> str | None:
         """Why the job has succeeded, or None while it has not."""
-        return self.job.succeeded([(r.pod.replica_type, r.phase) for r in self.replicas])
+        return self.job.succeeded([(r.pod.role, r.phase) for r in self.replicas])
 
     def _on_exit(self, replica: _Replica, code: int) -> str | None:
         """Record a replica's exit; returns a failure reason when the job fails because of it."""
@@ -292,7 +282,7 @@ class JobRunner:
             self.say(f"{pod.name} succeeded")
             return None
         replica.phase = "Failed"
-        if not retryable(pod.restart_policy, code):
+        if not self.job.restarts(pod.restart_policy, code):
             return f"{pod.name} exited with code {describe(code)} and restartPolicy {pod.restart_policy} does not restart it"
         if self.backoff_limit is not None and self.restarts + 1 >= self.backoff_limit:
             # `restarts` counts the restarts done, as the summary line reports them: one fewer than the failures.
@@ -300,20 +290,11 @@ class JobRunner:
                 f"{pod.name} exited with code {describe(code)}; backoffLimit {self.backoff_limit} reached "
                 f"at the job's failure {self.restarts + 1}"
             )
-            if pod.restart_policy == "ExitCode":
-                until = (
-                    "until runPolicy.activeDeadlineSeconds"
-                    if self.active_deadline_seconds is not None
-                    else "forever; set runPolicy.activeDeadlineSeconds to bound it"
-                )
-                reason += (
-                    "; on a cluster the training-operator v1 does not count ExitCode's pod recreations "
-                    f"(kubeflow/trainer#2045) and would recreate it {until}"
-                )
-            return reason
+            caveat = self.job.backoff_caveat(pod.restart_policy)
+            return f"{reason}; {caveat}" if caveat else reason
         self.restarts += 1
         limit = "unlimited" if self.backoff_limit is None else self.backoff_limit
-        recreate = pod.restart_policy == "ExitCode"
+        recreate = self.job.recreates_pod(pod.restart_policy)
         self.say(
             f"{pod.name} exited with code {describe(code)}; {'recreating the pod' if recreate else 'restarting it'} "
             f"(restartPolicy {pod.restart_policy}, job restart {self.restarts}, backoffLimit {limit})"

@@ -19,12 +19,16 @@ ARGOCD = REPO / "ci" / "argocd"
 CUSTOMIZATIONS = ARGOCD / "resource_customizations"
 PYTORCHJOB_CHECK = CUSTOMIZATIONS / "kubeflow.org" / "PyTorchJob"
 TRAINJOB_CHECK = CUSTOMIZATIONS / "trainer.kubeflow.org" / "TrainJob"
+T9K_CHECK = CUSTOMIZATIONS / "batch.tensorstack.dev" / "PyTorchTrainingJob"
 APPLICATION_CHECK = CUSTOMIZATIONS / "argoproj.io" / "Application"
 CM_PATCH = ARGOCD / "argocd-cm-patch.yaml"
 # Every condition type the training-operator v1 sets on a job (pkg/util/status.go).
 PYTORCHJOB_CONDITION_TYPES = {"Created", "Running", "Restarting", "Succeeded", "Suspended", "Failed"}
 # Every condition type Kubeflow Trainer v2 sets on a TrainJob.
 TRAINJOB_CONDITION_TYPES = {"Suspended", "Complete", "Failed"}
+# The phases and condition types T9k's manuals list for a PyTorchTrainingJob (shared/reference/t9k.md).
+T9K_PHASES = {"Pending", "Running", "Paused", "Resuming", "Succeeded", "Failed", "Unknown"}
+T9K_CONDITION_TYPES = {"Initialized", "Running", "ReplicaFailure", "Completed", "Failed", "Paused"}
 # chart-testing's lintconf, but strict about line length: these files are read by people.
 YAMLLINT = yamllint_config.YamlLintConfig("""
 extends: default
@@ -59,7 +63,7 @@ def health_cases(check_dir: Path) -> list[tuple[Path, dict, dict]]:
 
 ALL_CASES = [
     pytest.param(check_dir, obj, expected, id=f"{check_dir.name}/{path.stem}")
-    for check_dir in (PYTORCHJOB_CHECK, TRAINJOB_CHECK, APPLICATION_CHECK)
+    for check_dir in (PYTORCHJOB_CHECK, TRAINJOB_CHECK, T9K_CHECK, APPLICATION_CHECK)
     for path, obj, expected in health_cases(check_dir)
 ]
 
@@ -70,7 +74,9 @@ def test_health_check_gives_the_expected_status(check_dir: Path, obj: dict, expe
     assert run_health_check(script, obj) == expected
 
 
-@pytest.mark.parametrize("check_dir", [PYTORCHJOB_CHECK, TRAINJOB_CHECK, APPLICATION_CHECK], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "check_dir", [PYTORCHJOB_CHECK, TRAINJOB_CHECK, T9K_CHECK, APPLICATION_CHECK], ids=lambda p: p.name
+)
 def test_every_testdata_object_is_a_case(check_dir: Path):
     used = {path.name for path, _, _ in health_cases(check_dir)}
     present = {p.name for p in (check_dir / "testdata").glob("*.yaml")}
@@ -118,18 +124,64 @@ def test_trainjob_testdata_are_valid_trainjobs():
         assert model.model_dump(mode="json", by_alias=True, exclude_none=True) == obj, path.name
 
 
-@pytest.mark.parametrize("check_dir", [PYTORCHJOB_CHECK, TRAINJOB_CHECK], ids=lambda p: p.name)
+@pytest.mark.parametrize("check_dir", [PYTORCHJOB_CHECK, TRAINJOB_CHECK, T9K_CHECK], ids=lambda p: p.name)
 def test_a_condition_without_message_falls_back_to_its_reason(check_dir: Path):
     script = (check_dir / "health.lua").read_text()
     job = {"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}}
     assert run_health_check(script, job) == {"status": "Degraded", "message": "BackoffLimitExceeded"}
 
 
-@pytest.mark.parametrize("check_dir", [PYTORCHJOB_CHECK, TRAINJOB_CHECK], ids=lambda p: p.name)
+@pytest.mark.parametrize("check_dir", [PYTORCHJOB_CHECK, TRAINJOB_CHECK, T9K_CHECK], ids=lambda p: p.name)
 def test_unknown_condition_types_do_not_break_the_check(check_dir: Path):
     script = (check_dir / "health.lua").read_text()
     job = {"status": {"conditions": [{"type": "SomethingNew", "status": "True"}]}}
     assert run_health_check(script, job)["status"] == "Progressing"
+
+
+def test_t9k_cases_cover_every_phase_condition_type_and_health_status():
+    cases = health_cases(T9K_CHECK)
+    true_types = {
+        c["type"] for _, obj, _ in cases for c in obj.get("status", {}).get("conditions", []) if c["status"] == "True"
+    }
+    assert true_types == T9K_CONDITION_TYPES
+    assert {obj["status"]["phase"] for _, obj, _ in cases if "status" in obj} == T9K_PHASES
+    assert {"Healthy", "Degraded", "Progressing", "Suspended"} == {e["status"] for _, _, e in cases}
+    assert any("status" not in obj for _, obj, _ in cases), "a job T9k has not seen yet"
+
+
+@pytest.mark.parametrize(
+    "status, expected",
+    [
+        # A phase without conditions decides alone.
+        ({"phase": "Succeeded"}, {"status": "Healthy", "message": "The PyTorchTrainingJob is Succeeded"}),
+        ({"phase": "Failed"}, {"status": "Degraded", "message": "The PyTorchTrainingJob is Failed"}),
+        ({"phase": "Paused"}, {"status": "Suspended", "message": "The PyTorchTrainingJob is Paused"}),
+        # A job being resumed is Progressing, even while its Paused condition is still True.
+        (
+            {"phase": "Resuming", "conditions": [{"type": "Paused", "status": "True", "message": "paused"}]},
+            {"status": "Progressing", "message": "The PyTorchTrainingJob is Resuming"},
+        ),
+        # A final condition wins over the phase not yet updated.
+        (
+            {"phase": "Running", "conditions": [{"type": "Failed", "status": "True", "message": "backoffLimit 3"}]},
+            {"status": "Degraded", "message": "backoffLimit 3"},
+        ),
+        ({"phase": "SomethingNew"}, {"status": "Progressing", "message": "The PyTorchTrainingJob is SomethingNew"}),
+        ({}, {"status": "Progressing", "message": "T9k has not reported a phase yet"}),
+    ],
+)
+def test_t9k_precedence_between_phase_and_conditions(status, expected):
+    assert run_health_check((T9K_CHECK / "health.lua").read_text(), {"status": status}) == expected
+
+
+def test_t9k_testdata_are_jobs_the_local_runner_runs():
+    """T9k publishes no schema to validate them against: their spec is at least the shape the local runner
+    (ci/localjob/kinds/pytorchtrainingjob.py) reads, as the chart renders it."""
+    from ci.localjob.kinds import job_model
+
+    for path, obj, _ in health_cases(T9K_CHECK):
+        assert (obj["apiVersion"], obj["kind"]) == ("batch.tensorstack.dev/v1beta1", "PyTorchTrainingJob"), path.name
+        assert [pod.name for pod in job_model(obj).pods()] == ["mnist-node-0", "mnist-node-1"], path.name
 
 
 # --- argocd-cm patch --------------------------------------------------------------------------
@@ -145,6 +197,7 @@ def cm_patch() -> dict:
     [
         ("resource.customizations.health.kubeflow.org_PyTorchJob", PYTORCHJOB_CHECK),
         ("resource.customizations.health.trainer.kubeflow.org_TrainJob", TRAINJOB_CHECK),
+        ("resource.customizations.health.batch.tensorstack.dev_PyTorchTrainingJob", T9K_CHECK),
         ("resource.customizations.health.argoproj.io_Application", APPLICATION_CHECK),
     ],
 )
@@ -166,6 +219,7 @@ def test_cm_patch_targets_argocd_cm():
     assert set(patch["data"]) == {
         "resource.customizations.health.kubeflow.org_PyTorchJob",
         "resource.customizations.health.trainer.kubeflow.org_TrainJob",
+        "resource.customizations.health.batch.tensorstack.dev_PyTorchTrainingJob",
         "resource.customizations.health.argoproj.io_Application",
     }
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ci.localjob.jobs import job_model
-from ci.localjob.pods import IMAGE_ENTRYPOINT, REPO, UnsupportedPod, cpu_shares, map_path, plan_pods
+from ci.localjob.kinds import job_model
+from ci.localjob.kinds.base import UnsupportedPod
+from ci.localjob.pods import IMAGE_ENTRYPOINT, REPO, cpu_shares, map_path, plan_pods
 from tests.support.dockerfile import stages
 from tests.support.helm import one
 from tests.support.paths import WORKLOAD_CHART

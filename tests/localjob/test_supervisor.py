@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from ci.localjob.jobs import JobModel, PyTorchJobModel, TrainJobModel
+from ci.localjob.kinds.base import JobModel
+from ci.localjob.kinds.pytorchjob import PyTorchJobModel
+from ci.localjob.kinds.pytorchtrainingjob import PyTorchTrainingJobModel
+from ci.localjob.kinds.trainjob import TrainJobModel
 from ci.localjob.pods import LocalPod
-from ci.localjob.supervisor import JobRunner, retryable
+from ci.localjob.supervisor import JobRunner
 from tests.support.paths import REPO
 from trainer.failures import container_exit_code
 
@@ -90,7 +93,7 @@ DRIVER = """
 import pickle, signal, sys
 from pathlib import Path
 from ci.localjob import supervisor
-from ci.localjob.jobs import PyTorchJobModel
+from ci.localjob.kinds.pytorchjob import PyTorchJobModel
 signal.signal(signal.SIGINT, signal.default_int_handler)
 signal.signal(signal.SIGHUP, signal.SIG_DFL)
 supervisor.STOP_TIMEOUT_SECONDS = float(sys.argv[2])
@@ -142,10 +145,8 @@ def attempts(tmp_path: Path, name: str) -> int:
     return len(list((tmp_path / name / "attempts").iterdir()))
 
 
-def test_exit_codes_and_retry_rules():
+def test_a_signal_is_reported_as_the_kubelet_reports_it():
     assert container_exit_code(-9) == 137 and container_exit_code(3) == 3
-    assert retryable("OnFailure", 1) and retryable("ExitCode", 137)
-    assert not retryable("ExitCode", 1) and not retryable("Never", 137)
 
 
 def test_on_failure_restarts_until_success(tmp_path):
@@ -456,3 +457,41 @@ def test_a_trainjob_fails_at_the_jobs_default_backoff_limit(tmp_path):
 def test_a_trainjobs_active_deadline_fails_it(tmp_path):
     result, _ = run(tmp_path, [pod(tmp_path, "job-node-0-0", "sleep", "node")], job=trainjob(activeDeadlineSeconds=1))
     assert result.state == "Failed" and result.reason == "activeDeadlineSeconds 1 exceeded"
+
+
+def pytorchtrainingjob(**run_policy) -> PyTorchTrainingJobModel:
+    return PyTorchTrainingJobModel(
+        {"kind": "PyTorchTrainingJob", "metadata": {"name": "job"}, "spec": {"runPolicy": run_policy}}
+    )
+
+
+def test_a_pytorchtrainingjob_succeeds_with_its_first_pod_whatever_the_others_do(tmp_path):
+    nodes = [pod(tmp_path, "job-node-0", "0", "node"), pod(tmp_path, "job-node-1", "sleep", "node")]
+    result, out = run(tmp_path, nodes, job=pytorchtrainingjob())
+    assert result.state == "Succeeded" and result.reason == "the first pod succeeded", out
+    assert "job-node-1 still running 0s after the job finished; stopping it" in out
+
+
+def test_a_pytorchtrainingjobs_exit_code_policy_retries_only_t9ks_codes_by_recreating_the_pod(tmp_path):
+    """Under T9k a trainer's code reaches the controller through torchrun (1 for any worker failure); the rule
+    itself retries 130, 137, 138 and 143 only, always in a new pod."""
+    scratch = tmp_path / "run/pods/job-node-0/volumes/scratch/checkpoint.pt"
+    scratch.parent.mkdir(parents=True)
+    scratch.write_text("from the first attempt")
+    retried, out = run(
+        tmp_path, [pod(tmp_path, "job-node-0", "138,kill,0", "node", policy="ExitCode")], job=pytorchtrainingjob()
+    )
+    assert retried.state == "Succeeded" and retried.restarts == 2, out
+    assert (
+        "job-node-0 exited with code 137 (SIGKILL); recreating the pod (restartPolicy ExitCode, job restart 2, backoffLimit 3)"
+        in out
+    )
+    assert not scratch.exists(), "a recreated pod starts with empty emptyDirs"
+    failed, _ = run(tmp_path, [pod(tmp_path, "job-node-1", "1", "node", policy="ExitCode")], job=pytorchtrainingjob())
+    assert failed.reason == "job-node-1 exited with code 1 and restartPolicy ExitCode does not restart it"
+
+
+def test_a_pytorchtrainingjob_fails_at_its_default_backoff_limit(tmp_path):
+    result, _ = run(tmp_path, [pod(tmp_path, "job-node-0", "1", "node")], job=pytorchtrainingjob())
+    assert result.state == "Failed" and result.reason.endswith("backoffLimit 3 reached at the job's failure 3")
+    assert attempts(tmp_path, "job-node-0") == 3

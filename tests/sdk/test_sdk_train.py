@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ci.localjob.jobs import job_model
+from ci.localjob.kinds import job_model
 from ci.localjob.pods import plan_pods
 from tests.support.paths import REPO
 from trainer.cli import parse_args as trainer_parse_args

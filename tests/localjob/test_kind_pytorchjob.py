@@ -1,11 +1,12 @@
-"""The runner's operator environment equals the training-operator v1 contract (the reference's
-§2 worked examples), for hand-written jobs and for the chart's own renderings."""
+"""The PyTorchJob kind: the runner's operator environment equals the training-operator v1 contract (the
+reference's §2 worked examples), for hand-written jobs and for the chart's own renderings; and the
+operator's restart and success rules (§3)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ci.localjob import operator_env as op
+from ci.localjob.kinds import pytorchjob as op
 from tests.support.helm import one
 from tests.support.paths import WORKLOAD_CHART
 
@@ -156,6 +157,53 @@ def test_pods_restart_policy_and_camel_cased_replica_types():
     example["spec"]["pytorchReplicaSpecs"]["Chief"] = {}
     with pytest.raises(ValueError, match="Chief"):
         op.pods(example)
+
+
+@pytest.mark.parametrize(
+    "policy, restarted, not_restarted",
+    [
+        ("OnFailure", [1, 2, 137], []),
+        ("Always", [1, 137], []),
+        ("ExitCode", [128, 130, 137, 138, 143, 255], [1, 2, 127]),
+        ("Never", [], [1, 137, 143]),
+    ],
+)
+def test_restart_rule_per_restart_policy(policy, restarted, not_restarted):
+    model = op.PyTorchJobModel(job())
+    assert [code for code in restarted + not_restarted if model.restarts(policy, code)] == restarted
+    assert model.recreates_pod(policy) == (policy == "ExitCode"), "only ExitCode deletes and recreates the pod"
+
+
+def test_only_exit_code_warns_that_the_operator_would_not_count_its_recreations():
+    bounded = job()
+    bounded["spec"]["runPolicy"] = {"activeDeadlineSeconds": 600}
+    assert op.PyTorchJobModel(job()).backoff_caveat("OnFailure") == ""
+    assert (
+        op.PyTorchJobModel(job())
+        .backoff_caveat("ExitCode")
+        .endswith("would recreate it forever; set runPolicy.activeDeadlineSeconds to bound it")
+    )
+    assert (
+        op.PyTorchJobModel(bounded)
+        .backoff_caveat("ExitCode")
+        .endswith("would recreate it until runPolicy.activeDeadlineSeconds")
+    )
+
+
+def test_the_master_decides_success_and_without_one_every_worker_or_any_when_elastic():
+    with_master = op.PyTorchJobModel(job(workers=1))
+    assert with_master.succeeded([("Master", "Succeeded"), ("Worker", "Running")]) == "the Master succeeded"
+    assert with_master.succeeded([("Master", "Running"), ("Worker", "Succeeded")]) is None
+    workers = [("Worker", "Succeeded"), ("Worker", "Running")]
+    assert op.PyTorchJobModel(job(workers=2, master=False)).succeeded(workers) is None
+    assert op.PyTorchJobModel(job(workers=2, master=False, elastic={})).succeeded(workers) == "the Workers succeeded"
+
+
+def test_ports_are_the_masters_and_the_rendezvous():
+    assert op.PyTorchJobModel(job(port=29501)).ports() == {29501}
+    elastic = op.PyTorchJobModel(job(workers=2, elastic={"rdzvPort": 29400}))
+    assert elastic.ports() == {23456, 29400} and elastic.rendezvous_endpoint == "mnist-worker-0:29400"
+    assert op.PyTorchJobModel(job(port=29501), port=29600).ports() == {29600}, "--port moves it"
 
 
 # --- the chart's renderings -----------------------------------------------------------------------

@@ -1,12 +1,14 @@
-"""What Kubeflow Trainer v2 (the `torch-distributed` runtime, JobSet) does to a TrainJob's pods, as pure
-functions: pod names, the torch plugin's environment, and the node pod that spec.trainer and the
-runtime patches make. v2.3.0's rules (shared/reference/trainer-v2.md §1-3); nothing touches the machine.
+"""Kubeflow Trainer v2's TrainJob on the `torch-distributed` runtime (a JobSet): pod names, the torch
+plugin's environment, the node pod that spec.trainer and the runtime patches make, and how its pods
+restart (JobSet's OnFailure, under the Job's default backoffLimit 6) and the job completes (every node).
+v2.3.0's rules (shared/reference/trainer-v2.md §1-4); the functions touch nothing on the machine.
 """
 
 from __future__ import annotations
 
 import math
 
+from ci.localjob.kinds.base import JobModel, PodTemplate, UnsupportedPod
 from ci.localjob.quantity import cpu_millicores
 
 RUNTIME = "torch-distributed"
@@ -128,3 +130,71 @@ def node_pod(job: dict) -> tuple[dict, dict]:
         "volumeMounts": mounts,
     }
     return pod_spec, container
+
+
+class TrainJobModel(JobModel):
+    kind = "TrainJob"
+    success_state = "Complete"
+    port_help = f"node 0's PET_MASTER_PORT ({MASTER_PORT})"
+
+    @property
+    def subdomain(self) -> str:
+        return self.name  # the JobSet's headless Service
+
+    @property
+    def _port(self) -> int:
+        return MASTER_PORT if self.port is None else self.port
+
+    def pods(self) -> list[PodTemplate]:
+        pod_spec, container = node_pod(self.manifest)
+        if pod_spec.get("initContainers"):
+            raise UnsupportedPod(f"{self.name}: initContainers cannot run locally, only the {NODE} container")
+        return [
+            PodTemplate(
+                pod_name(self.name, index),
+                NODE,
+                index,
+                pod_spec,
+                container,
+                torch_env(self.manifest, index, self._port),
+                RESTART_POLICY,
+            )
+            for index in range(num_nodes(self.manifest))
+        ]
+
+    def describe(self) -> str:
+        nodes = num_nodes(self.manifest)
+        text = f"{nodes} node{'s' * (nodes != 1)}, PET_NPROC_PER_NODE={nproc_per_node(self.manifest)}"
+        runtime = (self.spec.get("runtimeRef") or {}).get("name")
+        if runtime != RUNTIME:
+            # A custom runtime may differ (backoffLimit, restartPolicy): the runner only knows this one.
+            text += f"; runtime {runtime} run by {RUNTIME}'s rules"
+        return text
+
+    def ports(self) -> set[int]:
+        return {self._port}
+
+    @property
+    def suspended(self) -> str | None:
+        if self.spec.get("suspend"):
+            return "spec.suspend is true, so the Trainer would start no pods; set runPolicy.suspend=false"
+        return None
+
+    @property
+    def backoff_limit(self) -> int | None:
+        return JOB_BACKOFF_LIMIT
+
+    @property
+    def active_deadline_seconds(self) -> int | None:
+        return self.spec.get("activeDeadlineSeconds")
+
+    def restarts(self, restart_policy: str, exit_code: int) -> bool:
+        """Every pod is OnFailure: the kubelet restarts it whatever the code."""
+        return True
+
+    def recreates_pod(self, restart_policy: str) -> bool:
+        return False
+
+    def succeeded(self, phases: list[tuple[str, str]]) -> str | None:
+        """The Indexed Job completes when every index has, and the JobSet and TrainJob with it."""
+        return "every node succeeded" if all(phase == "Succeeded" for _, phase in phases) else None

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from ci.localjob import trainer_env as te
-from ci.localjob.jobs import job_model
+from ci.localjob.kinds import job_model
+from ci.localjob.kinds import trainjob as te
 from ci.localjob.pods import plan_pods, pod_named
 from tests.support.helm import one
 from tests.support.paths import WORKLOAD_CHART
@@ -98,6 +98,15 @@ def test_the_torch_plugins_variables_and_nothing_else(nodes, nproc):
         for rank in range(nodes)
     ]
     assert {pod.restart_policy for pod in pods} == {"OnFailure"}, "JobSet's default; a TrainJob cannot set it"
+
+
+def test_every_pod_restarts_in_place_under_the_jobs_backoff_limit_and_every_node_must_succeed():
+    model = job_model(trainjob())
+    assert model.restarts(te.RESTART_POLICY, 1) and not model.recreates_pod(te.RESTART_POLICY)
+    assert model.backoff_limit == 6 and model.success_state == "Complete"
+    assert model.succeeded([("node", "Succeeded"), ("node", "Running")]) is None
+    assert model.succeeded([("node", "Succeeded"), ("node", "Succeeded")]) == "every node succeeded"
+    assert model.ports() == {29500} and job_model(trainjob(), port=29533).ports() == {29533}
 
 
 @pytest.mark.parametrize(
