@@ -374,10 +374,12 @@ def test_the_helm_test_checks_the_trainjobs_run_and_world_size(rendered):
 def test_v1_only_defaults_in_the_guard_are_values_yamls():
     """The guard ignores v1-only values at these defaults and refuses any other value: the two
     lists must agree, or a TrainJob with untouched values would be refused."""
-    helpers = (WORKLOAD_CHART / "templates" / "_helpers.tpl").read_text()
-    block = helpers.split('{{- define "pytorchjob-mnist.v1OnlyValues" -}}\n', 1)[1].split("{{- end }}", 1)[0]
+    helpers = (WORKLOAD_CHART / "templates" / "_trainjob.tpl").read_text()
+    block = helpers.split('{{- define "pytorchjob-mnist.TrainJob.unsupportedValues" -}}\n', 1)[1].split(
+        "{{- end }}", 1
+    )[0]
     values = yaml.safe_load((WORKLOAD_CHART / "values.yaml").read_text())
-    for path, v1_only in yaml.safe_load(block).items():
+    for path, v1_only in yaml.safe_load(block)["values"].items():
         node = values
         for key in path.split("."):
             node = node[key]
