@@ -6,8 +6,9 @@ A kind K (values.schema.json's jobKind enum lists them) has:
 - templates/<k>.yaml (K in lower case): renders the job when jobKind is K, after including
   pytorchjob-mnist.validate;
 - templates/_<k>.tpl: defines every hook below as "pytorchjob-mnist.K.<hook>". Each takes the
-  root context; an empty result means "none". tests/charts/pytorchjob_mnist checks that every kind
-  defines every hook, and gives each kind in its KINDS list the shared checks.
+  root context; an empty result means "none";
+- an entry in KINDS of tests/support/pytorchjob_mnist.py, which runs the shared checks of
+  tests/charts/pytorchjob_mnist on it (one of them checks that the kind defines every hook).
 
 Hooks:
 - torchrun: "true" when the trainer runs under torchrun with these values, else empty.
@@ -33,8 +34,8 @@ Hooks:
 NOTES.txt prints the multi-line pieces line by line (see there).
 */}}
 
-{{/* The result of the job kind's hook: include "pytorchjob-mnist.kind" (list "<hook>" .). */}}
-{{- define "pytorchjob-mnist.kind" -}}
+{{/* The result of the job kind's hook: include "pytorchjob-mnist.kindHook" (list "<hook>" .). */}}
+{{- define "pytorchjob-mnist.kindHook" -}}
 {{- $root := index . 1 }}
 {{- include (printf "pytorchjob-mnist.%s.%s" $root.Values.jobKind (index . 0)) $root }}
 {{- end }}

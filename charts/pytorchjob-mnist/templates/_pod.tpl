@@ -147,11 +147,11 @@ spec:
     - name: pytorch
       image: {{ include "pytorchjob-mnist.trainerImage" . | quote }}
       imagePullPolicy: {{ .Values.image.pullPolicy }}
-      {{- with include "pytorchjob-mnist.kind" (list "command" .) }}
+      {{- with include "pytorchjob-mnist.kindHook" (list "command" .) }}
       command:
         {{- . | nindent 8 }}
       {{- end }}
-      {{- with include "pytorchjob-mnist.kind" (list "args" .) }}
+      {{- with include "pytorchjob-mnist.kindHook" (list "args" .) }}
       args:
         {{- . | nindent 8 }}
       {{- end }}

@@ -7,7 +7,7 @@
 
 {{/* "true" when the trainer runs under torchrun, which the job kind decides (its torchrun hook). */}}
 {{- define "pytorchjob-mnist.torchrun" -}}
-{{- include "pytorchjob-mnist.kind" (list "torchrun" .) }}
+{{- include "pytorchjob-mnist.kindHook" (list "torchrun" .) }}
 {{- end }}
 
 {{/* Processes per pod: the explicit value, else one process per GPU with torchrun and 1 without. */}}

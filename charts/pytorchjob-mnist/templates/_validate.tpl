@@ -5,7 +5,7 @@ Included once, from the job kind's template; the first guard that fails ends the
 {{- define "pytorchjob-mnist.validate" -}}
 {{- include "pytorchjob-mnist.validate.names" . }}
 {{- include "pytorchjob-mnist.validate.devices" . }}
-{{- include "pytorchjob-mnist.kind" (list "validate" .) }}
+{{- include "pytorchjob-mnist.kindHook" (list "validate" .) }}
 {{- include "pytorchjob-mnist.validate.unsupportedValues" . }}
 {{- include "pytorchjob-mnist.validate.processes" . }}
 {{- include "pytorchjob-mnist.validate.storage" . }}
@@ -19,7 +19,7 @@ Included once, from the job kind's template; the first guard that fails ends the
 {{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) }}
 {{- fail (printf "job name %q (the release name, or fullnameOverride) is not a DNS-1035 label: use lowercase letters, digits and '-', starting with a letter and ending with a letter or digit; set fullnameOverride to such a name" $name) }}
 {{- end }}
-{{- $kindNames := include "pytorchjob-mnist.kind" (list "names" .) | fromYaml }}
+{{- $kindNames := include "pytorchjob-mnist.kindHook" (list "names" .) | fromYaml }}
 {{- with $kindNames.maxLength }}
 {{- if gt (len $name) (int .) }}
 {{- fail (printf "%s name %q has %d characters, the limit is %d: %s; set fullnameOverride to a name of at most %d characters" $.Values.jobKind $name (len $name) (int .) $kindNames.why (int .)) }}
@@ -38,7 +38,8 @@ Included once, from the job kind's template; the first guard that fails ends the
 {{- end }}
 {{- end }}
 
-{{/* The backend, image and resources against the GPUs. */}}
+{{/* The backend, image and resources against the GPUs. The trainer refuses nccl with the chart's
+--no-cuda too (test_shared_trainer.py). */}}
 {{- define "pytorchjob-mnist.validate.devices" -}}
 {{- $gpu := int .Values.gpu }}
 {{- if and (eq (include "pytorchjob-mnist.backend" .) "nccl") (eq $gpu 0) }}
@@ -60,7 +61,7 @@ Included once, from the job kind's template; the first guard that fails ends the
 {{/* The values the job kind has no counterpart for (its unsupportedValues hook) must keep their defaults. */}}
 {{- define "pytorchjob-mnist.validate.unsupportedValues" -}}
 {{- $kind := .Values.jobKind }}
-{{- $unsupported := include "pytorchjob-mnist.kind" (list "unsupportedValues" .) | fromYaml }}
+{{- $unsupported := include "pytorchjob-mnist.kindHook" (list "unsupportedValues" .) | fromYaml }}
 {{- range $path, $value := $unsupported.values }}
 {{- $set := $.Values }}
 {{- range splitList "." $path }}{{ $set = index (default dict $set) . }}{{ end }}
@@ -163,7 +164,7 @@ They are its object labels plus the component label of every pod. */}}
 {{- end }}
 {{- end }}
 
-{{/* The trainer's command and what it would refuse (tests/charts/pytorchjob_mnist checks that it does). */}}
+{{/* The trainer's command, and flags it would refuse (test_shared_trainer.py checks that it does). */}}
 {{- define "pytorchjob-mnist.validate.trainer" -}}
 {{- if and .Values.command .Values.wrapCommand }}
 {{- fail "command and wrapCommand are both set: wrapCommand goes before the chart's trainer command, which command replaces; put the wrapper into command, or clear command" }}
