@@ -1,0 +1,80 @@
+"""charts/pytorchjob-mnist's NOTES.txt under every job kind, as `helm install` would print it: the shared
+steps around the kind's own pieces."""
+
+from __future__ import annotations
+
+import re
+
+from tests.support.paths import WORKLOAD_CHART
+from tests.support.pytorchjob_mnist import flag, trainer_container
+
+
+def test_notes_number_the_steps_around_the_kinds_pieces(notes, kind):
+    text = notes("--set", "tensorboard.enabled=true")
+    steps = re.findall(r"^(\d)\. ", text, re.MULTILINE)
+    assert steps == ["1", "2", "3", "4"], text
+    assert re.search(r"^1\. Follow the job \(State column: .+\):\n {5}kubectl get ", text, re.MULTILINE)
+    assert re.search(r"^2\. Read .+ training log .+\n(   .+\n)* {5}\S", text, re.MULTILINE)
+    assert re.search(rf"^3\. Wait for it to finish:\n {{5}}kubectl wait {kind.name.lower()}/mnist -n ml ", text, re.M)
+    assert f"A finished {kind.name} does not run again on `helm upgrade`" in text
+    assert text.rstrip().endswith(
+        "other changes resume this run, which has nothing left to train once it has finished."
+    )
+    assert f"{kind.name} mnist (" in text.splitlines()[0] and "was submitted to namespace ml." in text.splitlines()[0]
+
+
+def test_notes_tell_the_user_what_to_run(helm, notes, kind):
+    text = notes("--set", "tensorboard.enabled=true")
+    for command in (
+        "helm test mnist -n ml --timeout 1860s",
+        "kubectl logs mnist-check-run -n ml",
+        "kubectl port-forward -n ml svc/mnist-tensorboard 6006:6006",
+        "kubectl delete pvc mnist-storage -n ml",
+    ):
+        assert command in text, command
+    assert "kubectl delete pv " not in text, "a new claim's volume is the provisioner's to delete"
+    docs = helm.render(WORKLOAD_CHART, release="mnist", namespace="ml", set_values=kind.values({}))
+    run_id = flag(trainer_container(docs)["args"], "--run-id")
+    assert f"this run's checkpoints in /mnt/pytorchjob-mnist/runs/ml/mnist/checkpoints/{run_id}." in text
+    assert "all 2 pods run on one node" in text and "ReadWriteMany" in text
+
+
+def test_notes_with_custom_args_say_where_the_test_looks(notes):
+    """args replace --output-dir and --checkpoint-dir: the chart's run directory holds nothing then."""
+    text = notes("--set", "args={--epochs=1,--save-model}")
+    assert "The model and metrics.json land on claim" not in text
+    assert "Your args replace the chart's trainer flags" in text
+    assert "(the trainer's\n   --output-dir=/mnt/pytorchjob-mnist/runs/ml/mnist/model)" in text
+    assert "--output-dir" not in notes("--set", "args={--epochs=1}", "--set", "tests.enabled=false")
+    own_script = notes("--set", "command={python,/app/train.py}")
+    assert "Your command and args replace the chart's trainer flags" in own_script
+    assert "The model and metrics.json land on claim" not in own_script
+
+
+def test_notes_warn_when_pods_share_a_node_without_a_cpu_request_or_limit(notes):
+    """The trainer sizes its threads to the CPU limit, else the request (the default has one)."""
+    warning = "They have no CPU request or limit, so each trainer sizes its threads to the whole node"
+    assert warning not in notes()
+    assert warning in notes("--set", "resources.requests.cpu=null")
+    assert warning not in notes("--set", "resources.requests.cpu=null", "--set", "resources.limits.cpu=2")
+    assert warning not in notes("--set", "resources.requests.cpu=null", "--set", "persistence.singleNode=false")
+
+
+def test_notes_helm_test_timeout_outlasts_the_test_pods_wait(notes):
+    """helm test gives up after 5 minutes by default; the test pod waits tests.timeoutSeconds."""
+    text = notes("--set", "tests.timeoutSeconds=600")
+    # No --logs: Helm 3 deletes a passed test's pod before reading its logs, then fails (helm/helm#9098).
+    assert "helm test mnist -n ml --timeout 660s" in text
+
+
+def test_notes_name_the_kept_host_path_volume_to_delete(notes):
+    """A kept hostPath PersistentVolume turns Released; a reinstall's claim stays Pending until it is deleted."""
+    text = notes("--set", "persistence.hostPath.path=/srv/mnist")
+    assert "kubectl delete pvc mnist-storage -n ml" in text
+    assert "kubectl delete pv ml-mnist-storage" in text
+
+
+def test_notes_do_not_offer_to_delete_an_existing_claim_or_spread_a_lone_pod(notes):
+    text = notes("--set", "persistence.existingClaim=tutorial", "--set", "workers=0")
+    assert "kubectl delete pvc" not in text, "the chart did not create the user's claim"
+    assert "run on one node" not in text
