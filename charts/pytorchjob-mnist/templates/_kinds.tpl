@@ -17,8 +17,8 @@ Hooks:
                                   checked to be at most 63 characters;
     maxLength: N, why: "..."      the longest job name, where derived names have random parts.
 - validate: `fail` guards for what the kind cannot do with these values, each message naming
-  the value and the fix. Runs after the name and image guards, before the shared process,
-  storage and pod guards.
+  the value and the fix. Runs after the shared name and device guards (backend, image, GPU
+  resources), before the process, storage, pod and trainer ones.
 - unsupportedValues: YAML {alternative: "...", values: {<path>: {default: ..., why: "..."}}}: the
   values the kind has no counterpart for, with their defaults in values.yaml (a test keeps the two
   alike) and why. One shared guard refuses any of them off its default, naming the key, the why
@@ -27,7 +27,8 @@ Hooks:
   image's entrypoint; no args). pytorchjob-mnist.trainerCommand and trainerContainerArgs are the
   ones for a controller that starts the container's command as it is.
 - notes.summary: NOTES' opening lines: what was submitted, what it needs, the kind's warnings.
-- notes.follow: step 1, how to follow the job ("Follow the job …:" and the commands).
+- notes.follow: step 1, how to follow the job ("Follow the job …:" and the commands); its first
+  line follows the step's number, as notes.logs' does.
 - notes.logs: step 2, how to read the training log of global rank 0.
 - notes.wait: the one command that waits for the job to finish.
 - notes.upgrade: what `helm upgrade` does to a finished job, and how to run it again.
