@@ -1,19 +1,25 @@
-"""What the tests of charts/pytorchjob-mnist (tests/charts/test_pytorchjob_mnist_*.py) share: the matrix of
-value combinations every rendering check runs over, and helpers that pick the trainer's pods apart."""
+"""What the tests of charts/pytorchjob-mnist (tests/charts/pytorchjob_mnist/) share: its job kinds, the one
+matrix of value combinations every rendering check runs over (the shared cases under every kind, and
+each kind's own), and helpers that pick the trainer's pods apart whatever the kind.
+
+A new job kind gets every shared check by a Kind entry in KINDS: what its job is called, which
+combinations only it renders, how to validate its job and where its trainer pods are."""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from kubeflow_trainer_api.models import TrainerV1alpha1TrainJob
 
+from tests.support.crd import load_pytorchjob_crd, validate_custom_object
 from tests.support.helm import by_kind, one
 from tests.support.paths import WORKLOAD_CHART
 from trainer.runtime import CPU_REQUEST_ENV
 
-VALUES_FILES = sorted((WORKLOAD_CHART / "ci").glob("*-values.yaml")) + sorted(
-    (WORKLOAD_CHART / "examples").glob("*-values.yaml")
-)
 # The cache variables every trainer container gets, at the default scratch.cachePath.
 CACHE_ENV = {
     "XDG_CACHE_HOME": "/var/cache/trainer",
@@ -25,35 +31,20 @@ CACHE_ENV = {
 CPU_REQUEST = {CPU_REQUEST_ENV: {"resourceFieldRef": {"resource": "requests.cpu", "divisor": "1m"}}}
 # The trainer's own env beside the caches: its thread budget, and no working directory (the volume) on sys.path.
 TRAINER_ENV = CPU_REQUEST | {"PYTHONSAFEPATH": "1"}
+TORCHRUN = ["python", "-m", "trainer.torchrun", "--module", "trainer"]
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
-# Inline combinations on top of the ci/ and examples/ files: together they exercise every value.
-INLINE_CASES: dict[str, dict] = {
+# Combinations every kind renders: together with each kind's own cases and values files they exercise every value.
+SHARED_CASES: dict[str, dict] = {
     "defaults": {},
-    "three-workers-exitcode-runpolicy": {
-        "workers": 3,
-        "restartPolicy": "ExitCode",
-        "runPolicy": {
-            "backoffLimit": 0,
-            "cleanPodPolicy": "All",
-            "ttlSecondsAfterFinished": 3600,
-            "activeDeadlineSeconds": 7200,
-            "suspend": True,
-        },
+    "one-pod-no-persistence": {"workers": 0, "persistence": {"enabled": False}, "shm": {"enabled": False}},
+    "three-pods-two-procs-suspended-deadline": {
+        "workers": 2,
+        "torchrun": {"enabled": True},
+        "nprocPerNode": "2",
+        "runPolicy": {"suspend": True, "activeDeadlineSeconds": 7200},
     },
-    "master-only-no-persistence": {"workers": 0, "persistence": {"enabled": False}, "shm": {"enabled": False}},
-    "gang-scheduling-kueue": {
-        "schedulerName": "volcano",
-        "priorityClassName": "training-high",
-        "kueue": {"queueName": "team-a"},
-        "runPolicy": {
-            "schedulingPolicy": {
-                "minAvailable": 2,
-                "queue": "research",
-                "priorityClass": "training-high",
-                "scheduleTimeoutSeconds": 600,
-            }
-        },
-    },
+    "gpu-two-per-pod-torchrun": {"gpu": 2, "torchrun": {"enabled": True}, "resources": None},  # null clears a map
     "tensorboard-digest-placement": {
         "tensorboard": {"enabled": True, "image": {"digest": "sha256:" + "b" * 64}},
         "image": {"digest": "sha256:" + "a" * 64, "pullSecrets": ["regcred"], "pullPolicy": "Always"},
@@ -72,6 +63,27 @@ INLINE_CASES: dict[str, dict] = {
         "annotations": {"example.com/owner": "vision"},
         "podAnnotations": {"sidecar.istio.io/inject": "false"},
     },
+    "placement-and-identity": {
+        "tensorboard": {"enabled": True},
+        "networkPolicy": {"enabled": True},
+        "image": {"digest": "sha256:" + "a" * 64, "pullSecrets": ["regcred"]},
+        "serviceAccount": {"name": "mnist-reader"},
+        "nodeSelector": {"pool": "training"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}
+                    ]
+                }
+            }
+        },
+        "labels": {"team": "vision"},
+        "annotations": {"example.com/owner": "vision"},
+        "podAnnotations": {"sidecar.istio.io/inject": "false"},
+        "persistence": {"create": {"accessModes": ["ReadWriteMany"]}},
+    },
     "network-policies-service-account": {
         "tensorboard": {"enabled": True},
         "networkPolicy": {
@@ -79,6 +91,42 @@ INLINE_CASES: dict[str, dict] = {
             "tensorboardFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
         },
         "serviceAccount": {"name": "mnist-reader"},
+    },
+    "host-path-kueue": {
+        "persistence": {"hostPath": {"path": "/data/mnist", "nodeName": "node-a"}},
+        "kueue": {"queueName": "team-a"},
+    },
+    "wrapped-seed-recipe": {
+        "wrapCommand": ["py-spy", "record", "-o", "/tmp/profile.svg", "--"],
+        "training": {"recipe": "seed", "batchSize": 64, "lr": 0.01, "momentum": 0.5, "extraArgs": ["--threads", "2"]},
+        "scratch": {"cachePath": "/cache"},
+    },
+}
+
+PYTORCHJOB_CASES: dict[str, dict] = {
+    "three-workers-exitcode-runpolicy": {
+        "workers": 3,
+        "restartPolicy": "ExitCode",
+        "runPolicy": {
+            "backoffLimit": 0,
+            "cleanPodPolicy": "All",
+            "ttlSecondsAfterFinished": 3600,
+            "activeDeadlineSeconds": 7200,
+            "suspend": True,
+        },
+    },
+    "gang-scheduling-kueue": {
+        "schedulerName": "volcano",
+        "priorityClassName": "training-high",
+        "kueue": {"queueName": "team-a"},
+        "runPolicy": {
+            "schedulingPolicy": {
+                "minAvailable": 2,
+                "queue": "research",
+                "priorityClass": "training-high",
+                "scheduleTimeoutSeconds": 600,
+            }
+        },
     },
     "bring-your-own-script": {
         "command": ["python", "/workspace/train.py"],
@@ -102,18 +150,117 @@ INLINE_CASES: dict[str, dict] = {
         },
         "training": {"dataset": "synthetic", "checkpointEvery": 0, "extraArgs": ["--threads", "2"]},
     },
-    "gpu-two-per-pod-torchrun": {"gpu": 2, "torchrun": {"enabled": True}, "resources": None},  # null clears a map
     "long-name-at-limit": {"fullnameOverride": "a" * 54, "workers": 1},  # a…a-worker-0 = 63 chars
 }
 
+TRAINJOB_CASES: dict[str, dict] = {
+    "own-runtime-and-script": {
+        "runtimeRef": {"name": "torch-with-sidecar", "kind": "TrainingRuntime"},
+        "command": ["torchrun", "/workspace/train.py"],
+        "args": ["--epochs=1"],
+        "env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
+    },
+    "name-at-the-48-limit": {"fullnameOverride": "a" * 48},
+}
 
-def case_files_in(tmp_dir: Path) -> dict[str, tuple[Path, ...]]:
-    cases = {f"{f.parent.name}/{f.name}": (f,) for f in VALUES_FILES}
-    for name, values in INLINE_CASES.items():
-        path = tmp_dir / f"{name}.yaml"
-        path.write_text(yaml.safe_dump(values))
-        cases[name] = (path,)
-    return cases
+
+def pytorchjob_pods(job: dict) -> dict[str, dict]:
+    """The Master's and the Workers' pod templates."""
+    return {replica: spec["template"] for replica, spec in job["spec"]["pytorchReplicaSpecs"].items()}
+
+
+def trainjob_patch(job: dict) -> dict:
+    """The chart's patch of the torch runtime's replicatedJob `node`: its pod template."""
+    (patch,) = job["spec"]["runtimePatches"]
+    (replicated_job,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    return replicated_job["template"]["spec"]["template"]
+
+
+def trainjob_pods(job: dict) -> dict[str, dict]:
+    """The node pod as the torch runtime builds it: the runtime's container `node` with the trainer's
+    image, command, args, env and resources, merged with the chart's patch."""
+    trainer = job["spec"]["trainer"]
+    patch = trainjob_patch(job)
+    spec = dict(patch["spec"])
+    (container_patch,) = spec.pop("containers")
+    container = {
+        "name": "node",
+        "image": trainer["image"],
+        **{key: trainer[key] for key in ("command", "args", "env") if key in trainer},
+        "resources": trainer.get("resourcesPerNode", {}),
+        **container_patch,
+    }
+    return {"node": {"metadata": patch["metadata"], "spec": {**spec, "containers": [container]}}}
+
+
+def assert_valid_pytorchjob(job: dict, helm) -> None:
+    """Against the training-operator chart's CRD."""
+    validate_custom_object(load_pytorchjob_crd(helm), job)
+
+
+def assert_valid_trainjob(job: dict, helm) -> None:
+    """Through upstream's own generated models (kubeflow-trainer-api), whose from_dict keeps only the
+    fields the API has: a misspelt or misplaced key (a container `resources` in a patch, say) vanishes."""
+    assert TrainerV1alpha1TrainJob.from_dict(job).to_dict() == job, "fields were lost in the round trip"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A value of jobKind, and what the shared checks need to know of the job it renders."""
+
+    name: str
+    api_version: str
+    # Combinations only this kind renders, beside SHARED_CASES (its values files are found by their jobKind).
+    cases: dict[str, dict]
+    # The trainer's pod templates as the pods will run, by role.
+    trainer_pods: Callable[[dict], dict[str, dict]]
+    # Raises unless the job is one its API accepts: assert_valid(job, helm).
+    assert_valid: Callable[[dict, object], None]
+    # The trainer container's name.
+    container: str
+    # Whether the trainer pods take serviceAccount.automountToken (a TrainJob's runtime patch cannot set it).
+    sets_automount_token: bool = True
+
+    def values(self, values: dict) -> dict:
+        """`values` under this kind."""
+        return {"jobKind": self.name, **values}
+
+
+PYTORCHJOB = Kind(
+    "PyTorchJob", "kubeflow.org/v1", PYTORCHJOB_CASES, pytorchjob_pods, assert_valid_pytorchjob, "pytorch"
+)
+TRAINJOB = Kind(
+    "TrainJob",
+    "trainer.kubeflow.org/v1alpha1",
+    TRAINJOB_CASES,
+    trainjob_pods,
+    assert_valid_trainjob,
+    "node",
+    sets_automount_token=False,
+)
+KINDS = (PYTORCHJOB, TRAINJOB)
+
+
+def values_files(kind: Kind) -> list[Path]:
+    """The ci/ and examples/ values files that render this kind (by their jobKind, else values.yaml's)."""
+    default = yaml.safe_load((WORKLOAD_CHART / "values.yaml").read_text())["jobKind"]
+    files = sorted((WORKLOAD_CHART / "ci").glob("*-values.yaml")) + sorted(
+        (WORKLOAD_CHART / "examples").rglob("*-values.yaml")
+    )
+    return [f for f in files if (yaml.safe_load(f.read_text()) or {}).get("jobKind", default) == kind.name]
+
+
+def case_files_in(tmp_dir: Path) -> dict[str, dict[str, tuple[Path, ...]]]:
+    """Each kind's matrix: its values files (by their path in the chart) and the cases, as files in `tmp_dir`."""
+    matrix = {}
+    for kind in KINDS:
+        cases = {str(f.relative_to(WORKLOAD_CHART)): (f,) for f in values_files(kind)}
+        for name, values in (SHARED_CASES | kind.cases).items():
+            path = tmp_dir / f"{kind.name}-{name}.yaml"
+            path.write_text(yaml.safe_dump(kind.values(values)))
+            cases[name] = (path,)
+        matrix[kind.name] = cases
+    return matrix
 
 
 def render_with(helm, values: dict, tmp_path: Path, **kwargs) -> list[dict]:
@@ -130,18 +277,31 @@ def template_error(helm, values: dict, tmp_path: Path, **kwargs) -> str:
     return result.stderr
 
 
-def replica_specs(docs: list[dict]) -> dict:
-    return one(docs, "PyTorchJob")["spec"]["pytorchReplicaSpecs"]
+def kind_of(docs: list[dict]) -> Kind:
+    """The kind of the one job among `docs`."""
+    (kind,) = [kind for kind in KINDS if by_kind(docs, kind.name)]
+    return kind
 
 
-def trainer_container(docs: list[dict], replica: str = "Master") -> dict:
-    containers = replica_specs(docs)[replica]["template"]["spec"]["containers"]
-    return next(c for c in containers if c["name"] == "pytorch")
+def job_of(docs: list[dict]) -> dict:
+    return one(docs, kind_of(docs).name)
 
 
-def env_of(docs: list[dict], replica: str) -> dict[str, str | dict]:
+def trainer_pods(docs: list[dict]) -> dict[str, dict]:
+    """The trainer's pod templates, as the pods will run, by role (the PyTorchJob's replicas, the TrainJob's node)."""
+    return kind_of(docs).trainer_pods(job_of(docs))
+
+
+def trainer_container(docs: list[dict], role: str | None = None) -> dict:
+    """The trainer container of `role`'s pods (by default the first role's: the Master, a TrainJob's node)."""
+    pods = trainer_pods(docs)
+    spec = pods[role or next(iter(pods))]["spec"]
+    return next(c for c in spec["containers"] if c["name"] == kind_of(docs).container)
+
+
+def env_of(docs: list[dict], role: str | None = None) -> dict[str, str | dict]:
     """Each variable's value, or its valueFrom."""
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in trainer_container(docs, replica)["env"]}
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in trainer_container(docs, role)["env"]}
 
 
 def flag(args: list[str], name: str) -> str:
@@ -149,19 +309,17 @@ def flag(args: list[str], name: str) -> str:
     return args[args.index(name) + 1]
 
 
-def all_pod_specs(docs: list[dict]) -> list[dict]:
-    """The Master's and Workers', TensorBoard's and the helm test pod's."""
-    pod_specs = [spec["template"]["spec"] for spec in replica_specs(docs).values()]
-    pod_specs += [d["spec"] for d in by_kind(docs, "Pod")]
-    return pod_specs + [d["spec"]["template"]["spec"] for d in by_kind(docs, "Deployment")]
-
-
 def volume_pods(docs: list[dict]) -> dict[str, dict]:
-    """Pod templates of every pod that mounts the chart's volume, by role."""
-    pods = {replica: spec["template"] for replica, spec in replica_specs(docs).items()}
+    """Pod templates of every pod that mounts the chart's volume, by role: the trainer's, TensorBoard's, the test's."""
+    pods = dict(trainer_pods(docs))
     pods.update({f"Deployment/{d['metadata']['name']}": d["spec"]["template"] for d in by_kind(docs, "Deployment")})
     pods.update({f"Pod/{d['metadata']['name']}": d for d in by_kind(docs, "Pod")})
     return pods
+
+
+def all_pod_specs(docs: list[dict]) -> list[dict]:
+    """The trainer's pod specs, TensorBoard's and the helm test pod's."""
+    return [template["spec"] for template in volume_pods(docs).values()]
 
 
 def same_node_terms(template: dict) -> list[dict]:
@@ -182,3 +340,32 @@ def selects(term: dict, labels: dict) -> bool:
         if labels.get(expression["key"]) not in expression["values"]:
             return False
     return True
+
+
+HELPERS_PREVIEW = "templates/helpers-preview.yaml"
+
+
+def helpers_preview_chart(directory: Path) -> Path:
+    """A copy of the chart in `directory` whose one template prints, as JSON, what its helpers make of
+    the values: the trainer's flags and the job kind's unsupported values. The job templates, which run
+    the `fail` guards first, are left out, so values a guard refuses show what the chart would have run."""
+    copy = directory / WORKLOAD_CHART.name
+    shutil.copytree(WORKLOAD_CHART, copy)
+    templates = copy / "templates"
+    for path in list(templates.iterdir()):
+        if not path.name.startswith("_"):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    (copy / HELPERS_PREVIEW).write_text(
+        'trainerArgs: {{ include "pytorchjob-mnist.trainerArgs" . | fromYamlArray | toJson }}\n'
+        'unsupportedValues: {{ include "pytorchjob-mnist.kindHook" (list "unsupportedValues" .) | fromYaml | toJson }}\n'
+    )
+    return copy
+
+
+def render_helpers(helm, preview_chart: Path, values: dict, tmp_path: Path) -> dict:
+    """What the helpers of helpers_preview_chart make of `values`, whether a guard refuses them or not:
+    {"trainerArgs": [...], "unsupportedValues": {...}}."""
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    (preview,) = helm.render(preview_chart, values_files=(path,), extra=("--show-only", HELPERS_PREVIEW))
+    return preview

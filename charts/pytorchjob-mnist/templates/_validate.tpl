@@ -1,27 +1,32 @@
 {{/*
 Guards for combinations the schema cannot express. Each message names the value and the fix.
-Included once, from the job's template (pytorchjob.yaml or trainjob.yaml).
+Included once, from the job kind's template; the first guard that fails ends the render.
 */}}
 {{- define "pytorchjob-mnist.validate" -}}
+{{- include "pytorchjob-mnist.validate.names" . }}
+{{- include "pytorchjob-mnist.validate.devices" . }}
+{{- include "pytorchjob-mnist.kindHook" (list "validate" .) }}
+{{- include "pytorchjob-mnist.validate.unsupportedValues" . }}
+{{- include "pytorchjob-mnist.validate.processes" . }}
+{{- include "pytorchjob-mnist.validate.storage" . }}
+{{- include "pytorchjob-mnist.validate.pod" . }}
+{{- include "pytorchjob-mnist.validate.trainer" . }}
+{{- end }}
+
+{{/* The job name, and the names derived from it (the kind's names hook, TensorBoard's Service). */}}
+{{- define "pytorchjob-mnist.validate.names" -}}
 {{- $name := include "pytorchjob-mnist.fullname" . }}
-{{- $workers := int .Values.workers }}
-{{- $gpu := int .Values.gpu }}
-{{- $backend := include "pytorchjob-mnist.backend" . }}
-{{- $nproc := include "pytorchjob-mnist.nprocPerNode" . }}
-{{- $nprocIsNumber := regexMatch "^[0-9]+$" $nproc }}
 {{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) }}
 {{- fail (printf "job name %q (the release name, or fullnameOverride) is not a DNS-1035 label: use lowercase letters, digits and '-', starting with a letter and ending with a letter or digit; set fullnameOverride to such a name" $name) }}
 {{- end }}
-{{- $trainJob := eq .Values.jobKind "TrainJob" }}
-{{- /* JobSet names a TrainJob's pods <name>-node-0-<index>-<5 random characters>, within 63. */}}
-{{- if and $trainJob (gt (len $name) 48) }}
-{{- fail (printf "TrainJob name %q has %d characters, the limit is 48: JobSet names its pods <name>-node-0-<index>-<5 characters> within 63; set fullnameOverride to a name of at most 48 characters" $name (len $name)) }}
+{{- $kindNames := include "pytorchjob-mnist.kindHook" (list "names" .) | fromYaml }}
+{{- with $kindNames.maxLength }}
+{{- if gt (len $name) (int .) }}
+{{- fail (printf "%s name %q has %d characters, the limit is %d: %s; set fullnameOverride to a name of at most %d characters" $.Values.jobKind $name (len $name) (int .) $kindNames.why (int .)) }}
+{{- end }}
 {{- end }}
 {{- /* Names that must be DNS-1035 labels (at most 63 characters): [what, name]. */}}
-{{- $labels := list }}
-{{- if not $trainJob }}
-{{- $labels = append $labels (list "pod and Service name" (ternary (printf "%s-worker-%d" $name (sub $workers 1)) (printf "%s-master-0" $name) (gt $workers 0))) }}
-{{- end }}
+{{- $labels := default list $kindNames.derived }}
 {{- if .Values.tensorboard.enabled }}
 {{- $labels = append $labels (list "TensorBoard Service name" (printf "%s-tensorboard" $name)) }}
 {{- end }}
@@ -31,7 +36,13 @@ Included once, from the job's template (pytorchjob.yaml or trainjob.yaml).
 {{- fail (printf "job name %q is too long: its %s %q has %d characters, the limit is 63; set fullnameOverride to a name of at most %d characters" $name (index . 0) $long (len $long) (sub 63 (sub (len $long) (len $name)))) }}
 {{- end }}
 {{- end }}
-{{- if and (eq $backend "nccl") (eq $gpu 0) }}
+{{- end }}
+
+{{/* The backend, image and resources against the GPUs. The trainer refuses nccl with the chart's
+--no-cuda too (test_shared_trainer.py). */}}
+{{- define "pytorchjob-mnist.validate.devices" -}}
+{{- $gpu := int .Values.gpu }}
+{{- if and (eq (include "pytorchjob-mnist.backend" .) "nccl") (eq $gpu 0) }}
 {{- fail "backend: nccl needs GPUs but gpu is 0; set gpu to the GPUs per replica, or backend to gloo (or auto)" }}
 {{- end }}
 {{- if and (eq .Values.image.variant "cpu") (gt $gpu 0) }}
@@ -40,26 +51,31 @@ Included once, from the job's template (pytorchjob.yaml or trainjob.yaml).
 {{- if and (hasSuffix "-cpu" (default "" .Values.image.tag)) (gt $gpu 0) }}
 {{- fail (printf "gpu: %d needs a CUDA image but image.tag %s is a CPU build (make image VARIANT=cpu); set image.tag to its -cuda build (make image VARIANT=cuda)" $gpu .Values.image.tag) }}
 {{- end }}
-{{- if $trainJob }}
-{{- if .Values.elasticPolicy.enabled }}
-{{- fail "elasticPolicy.enabled with jobKind TrainJob: Trainer v2 removed elastic training (no elasticPolicy, no PET_RDZV_*); set elasticPolicy.enabled=false, or jobKind: PyTorchJob" }}
-{{- end }}
-{{- if not $nprocIsNumber }}
-{{- fail (printf "nprocPerNode: %s with jobKind TrainJob: trainer.numProcPerNode is an integer since Trainer v2.2; set nprocPerNode to a number of processes per pod, or leave it empty (one per GPU, else 1)" $nproc) }}
-{{- end }}
-{{- range .Values.env }}
-{{- if hasPrefix "PET_" .name }}
-{{- fail (printf "env: %s with jobKind TrainJob: Trainer v2 refuses PET_* variables in trainer.env, as the torch runtime sets them from numNodes and nprocPerNode; remove %s from env" .name .name) }}
-{{- end }}
-{{- end }}
-{{- range $path, $v1Only := include "pytorchjob-mnist.v1OnlyValues" . | fromYaml }}
-{{- $value := $.Values }}
-{{- range splitList "." $path }}{{ $value = index (default dict $value) . }}{{ end }}
-{{- if ne (toJson $value) (toJson $v1Only.default) }}
-{{- fail (printf "%s: %s with jobKind TrainJob has no TrainJob counterpart: %s; leave %s at its default (%s), or use jobKind: PyTorchJob (a custom runtime named by runtimeRef can carry it)" $path (toJson $value) $v1Only.why $path (toJson $v1Only.default)) }}
+{{- range $field := list "requests" "limits" }}
+{{- if hasKey (default dict (index (default dict $.Values.resources) $field)) "nvidia.com/gpu" }}
+{{- fail (printf "resources.%s has nvidia.com/gpu; GPUs come from the gpu value (it sets the limit, and Kubernetes requires GPU requests to equal limits): remove nvidia.com/gpu from resources and set gpu to the GPUs per replica" $field) }}
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* The values the job kind has no counterpart for (its unsupportedValues hook) must keep their defaults. */}}
+{{- define "pytorchjob-mnist.validate.unsupportedValues" -}}
+{{- $kind := .Values.jobKind }}
+{{- $unsupported := include "pytorchjob-mnist.kindHook" (list "unsupportedValues" .) | fromYaml }}
+{{- range $path, $value := $unsupported.values }}
+{{- $set := $.Values }}
+{{- range splitList "." $path }}{{ $set = index (default dict $set) . }}{{ end }}
+{{- if ne (toJson $set) (toJson $value.default) }}
+{{- fail (printf "%s: %s with jobKind %s has no %s counterpart: %s; leave %s at its default (%s), or %s" $path (toJson $set) $kind $kind $value.why $path (toJson $value.default) $unsupported.alternative) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Processes per pod: without torchrun one, and with GPUs one per GPU at most. */}}
+{{- define "pytorchjob-mnist.validate.processes" -}}
+{{- $gpu := int .Values.gpu }}
+{{- $nproc := include "pytorchjob-mnist.nprocPerNode" . }}
+{{- $nprocIsNumber := regexMatch "^[0-9]+$" $nproc }}
 {{- if not (include "pytorchjob-mnist.torchrun" .) }}
 {{- if gt $gpu 1 }}
 {{- fail (printf "gpu: %d without torchrun would use only one GPU per replica; set torchrun.enabled=true (one process per GPU), or gpu to 1" $gpu) }}
@@ -68,9 +84,6 @@ Included once, from the job's template (pytorchjob.yaml or trainjob.yaml).
 {{- fail (printf "nprocPerNode: %s without torchrun breaks WORLD_SIZE (the operator multiplies by it but starts one process per pod); set torchrun.enabled=true, or nprocPerNode to 1" $nproc) }}
 {{- else if not $nprocIsNumber }}
 {{- fail (printf "nprocPerNode: %s is one of torchrun's counts, but without torchrun each pod runs one process; set torchrun.enabled=true, or leave nprocPerNode empty" $nproc) }}
-{{- end }}
-{{- if .Values.elasticPolicy.enabled }}
-{{- fail "elasticPolicy.enabled needs torchrun (only torchrun reads the rendezvous variables); set torchrun.enabled=true" }}
 {{- end }}
 {{- end }}
 {{- /* The trainer gives each process of a pod the GPU numbered by its LOCAL_RANK, whatever the backend. */}}
@@ -88,43 +101,18 @@ Included once, from the job's template (pytorchjob.yaml or trainjob.yaml).
 {{- fail (printf "nprocPerNode: %s with gpu: 0 starts a process per CPU core of the node (not of the pod's CPU limit), each holding the model and data within the pod's one memory limit; set nprocPerNode to a number of processes per pod (e.g. 2)" $nproc) }}
 {{- end }}
 {{- end }}
-{{- if .Values.elasticPolicy.enabled }}
-{{- if eq $workers 0 }}
-{{- fail "elasticPolicy.enabled needs at least one Worker (the operator's webhook requires it and the rendezvous runs on worker-0); set workers to 1 or more" }}
 {{- end }}
-{{- if and (ne .Values.elasticPolicy.rdzvBackend "c10d") (not .Values.elasticPolicy.rdzvHost) }}
-{{- fail (printf "elasticPolicy.rdzvBackend %s needs an etcd server, but rdzvHost is empty (the default is worker-0, which runs none); set rdzvHost (and rdzvPort) to your etcd server, or rdzvBackend to c10d" .Values.elasticPolicy.rdzvBackend) }}
-{{- end }}
-{{- $min := .Values.elasticPolicy.minReplicas }}
-{{- $max := .Values.elasticPolicy.maxReplicas }}
-{{- if and (not (kindIs "invalid" $min)) (not (kindIs "invalid" $max)) (gt (int $min) (int $max)) }}
-{{- fail (printf "elasticPolicy.minReplicas (%d) is greater than elasticPolicy.maxReplicas (%d); lower minReplicas or raise maxReplicas" (int $min) (int $max)) }}
-{{- end }}
-{{- $nodes := add1 $workers }}
-{{- if and (not (kindIs "invalid" $min)) (gt (int $min) $nodes) }}
-{{- fail (printf "elasticPolicy.minReplicas (%d) is more than the job's %d pods (1 Master + workers: %d), so the rendezvous never completes; set minReplicas to at most %d, or raise workers" (int $min) $nodes $workers $nodes) }}
-{{- end }}
-{{- if and (not (kindIs "invalid" $max)) (lt (int $max) $nodes) }}
-{{- fail (printf "elasticPolicy.maxReplicas (%d) is less than the job's %d pods (1 Master + workers: %d), so some pods can never join the rendezvous; set maxReplicas to at least %d, or lower workers" (int $max) $nodes $workers $nodes) }}
-{{- end }}
-{{- end }}
-{{- range $field := list "requests" "limits" }}
-{{- if hasKey (default dict (index (default dict $.Values.resources) $field)) "nvidia.com/gpu" }}
-{{- fail (printf "resources.%s has nvidia.com/gpu; GPUs come from the gpu value (it sets the limit, and Kubernetes requires GPU requests to equal limits): remove nvidia.com/gpu from resources and set gpu to the GPUs per replica" $field) }}
-{{- end }}
-{{- end }}
-{{- $hostPath := .Values.persistence.hostPath }}
+
+{{/* The volume, its mounts and the pods that share it. */}}
+{{- define "pytorchjob-mnist.validate.storage" -}}
+{{- $p := .Values.persistence }}
 {{- /* A hostPath volume pinned to a node already places every pod there, TensorBoard or not. */}}
-{{- if and .Values.tensorboard.enabled (gt $gpu 0) (include "pytorchjob-mnist.singleNode" .) (not (and $hostPath.path $hostPath.nodeName)) }}
-{{- if $hostPath.path }}
+{{- if and .Values.tensorboard.enabled (gt (int .Values.gpu) 0) (include "pytorchjob-mnist.singleNode" .) (not (and $p.hostPath.path $p.hostPath.nodeName)) }}
+{{- if $p.hostPath.path }}
 {{- fail "tensorboard.enabled with gpu > 0 on a hostPath volume: TensorBoard starts with the job and, if scheduled first, would pin the GPU pods to its node, which may have no GPUs. Set persistence.hostPath.nodeName to a GPU node (every pod then runs there), or leave TensorBoard off" }}
 {{- else }}
 {{- fail "tensorboard.enabled with gpu > 0 on a single-node volume: TensorBoard starts with the job and, if scheduled first, would pin the GPU pods to its node, which may have no GPUs. Use a ReadWriteMany claim (persistence.create.accessModes, or persistence.singleNode=false for an existing one), or leave TensorBoard off and copy the logs with kubectl cp" }}
 {{- end }}
-{{- end }}
-{{- $kueue := .Values.kueue.queueName }}
-{{- if and $kueue .Values.runPolicy.suspend }}
-{{- fail (printf "runPolicy.suspend=true with kueue.queueName %q: Kueue owns runPolicy.suspend (it keeps the job suspended until admitted); leave runPolicy.suspend false, or clear kueue.queueName to suspend the job yourself" $kueue) }}
 {{- end }}
 {{- /* The trainer's mounts: volumeMounts is keyed by mountPath and the API server refuses duplicates.
 Fixed paths come first, so a collision always names a value that can move. */}}
@@ -132,7 +120,7 @@ Fixed paths come first, so a collision always names a value that can move. */}}
 {{- if .Values.shm.enabled }}
 {{- $mounts = append $mounts (list "the /dev/shm emptyDir (shm.enabled)" "/dev/shm") }}
 {{- end }}
-{{- $mounts = concat $mounts (list (list "persistence.mountPath" .Values.persistence.mountPath) (list "scratch.cachePath" .Values.scratch.cachePath)) }}
+{{- $mounts = concat $mounts (list (list "persistence.mountPath" $p.mountPath) (list "scratch.cachePath" .Values.scratch.cachePath)) }}
 {{- $seen := dict }}
 {{- range $mounts }}
 {{- $value := index . 0 }}
@@ -142,23 +130,26 @@ Fixed paths come first, so a collision always names a value that can move. */}}
 {{- end }}
 {{- $_ := set $seen $path $value }}
 {{- end }}
-{{- with .Values.runPolicy.schedulingPolicy.minAvailable }}
-{{- if gt (int .) (add1 $workers) }}
-{{- fail (printf "runPolicy.schedulingPolicy.minAvailable (%d) is more than the job's %d pods (1 Master + workers: %d), so the gang could never be scheduled; set minAvailable to at most %d, or raise workers" (int .) (add1 $workers) $workers (add1 $workers)) }}
-{{- end }}
-{{- end }}
-{{- if not .Values.persistence.enabled }}
-{{- range $value, $set := dict "persistence.existingClaim" .Values.persistence.existingClaim "persistence.hostPath.path" .Values.persistence.hostPath.path }}
+{{- if not $p.enabled }}
+{{- range $value, $set := dict "persistence.existingClaim" $p.existingClaim "persistence.hostPath.path" $p.hostPath.path }}
 {{- if $set }}
 {{- fail (printf "%s is set but persistence.enabled=false, which mounts an emptyDir instead, so the model and checkpoints would be lost with the pods; set persistence.enabled=true to use it, or clear %s" $value $value) }}
 {{- end }}
 {{- end }}
 {{- end }}
-{{- if and .Values.command .Values.wrapCommand }}
-{{- fail "command and wrapCommand are both set: wrapCommand goes before the chart's trainer command, which command replaces; put the wrapper into command, or clear command" }}
-{{- end }}
-{{- if and .Values.persistence.existingClaim .Values.persistence.hostPath.path }}
+{{- if and $p.existingClaim $p.hostPath.path }}
 {{- fail "persistence.existingClaim and persistence.hostPath.path are both set; pick one: the existing claim, or a hostPath volume the chart creates" }}
+{{- end }}
+{{- if and .Values.tensorboard.enabled (not $p.enabled) }}
+{{- fail "tensorboard.enabled needs persistence.enabled=true: TensorBoard reads the run's logs from the volume" }}
+{{- end }}
+{{- end }}
+
+{{/* Labels and Kueue's queue. */}}
+{{- define "pytorchjob-mnist.validate.pod" -}}
+{{- $kueue := .Values.kueue.queueName }}
+{{- if and $kueue .Values.runPolicy.suspend }}
+{{- fail (printf "runPolicy.suspend=true with kueue.queueName %q: Kueue owns runPolicy.suspend (it keeps the job suspended until admitted); leave runPolicy.suspend false, or clear kueue.queueName to suspend the job yourself" $kueue) }}
 {{- end }}
 {{- /* A repeated key would render twice; the chart's own select the pods that share the volume.
 They are its object labels plus the component label of every pod. */}}
@@ -171,12 +162,16 @@ They are its object labels plus the component label of every pod. */}}
 {{- fail (printf "labels: %q belongs in kueue.queueName, which also leaves runPolicy.suspend to Kueue (a rendered suspend: false fights Kueue's on every sync); move the queue name there" $key) }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/* The trainer's command, and flags it would refuse (test_shared_trainer.py checks that it does). */}}
+{{- define "pytorchjob-mnist.validate.trainer" -}}
+{{- if and .Values.command .Values.wrapCommand }}
+{{- fail "command and wrapCommand are both set: wrapCommand goes before the chart's trainer command, which command replaces; put the wrapper into command, or clear command" }}
+{{- end }}
 {{- /* The trainer refuses Nesterov without momentum (exit 2 in every pod); extraArgs come last, so --no-nesterov there wins. */}}
 {{- $t := .Values.training }}
 {{- if and (eq $t.recipe "fast") (not (kindIs "invalid" $t.momentum)) (eq (float64 $t.momentum) 0.0) (not (has "--no-nesterov" $t.extraArgs)) }}
 {{- fail (printf "training.momentum: %v with training.recipe: fast: the fast recipe uses Nesterov momentum, which needs a momentum above 0 (every pod would exit 2); set training.momentum above 0 (or null for the recipe's 0.9), or training.recipe: seed" $t.momentum) }}
-{{- end }}
-{{- if and .Values.tensorboard.enabled (not .Values.persistence.enabled) }}
-{{- fail "tensorboard.enabled needs persistence.enabled=true: TensorBoard reads the run's logs from the volume" }}
 {{- end }}
 {{- end }}

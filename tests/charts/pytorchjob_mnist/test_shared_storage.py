@@ -1,5 +1,5 @@
-"""charts/pytorchjob-mnist's storage: per-release run directories, a new, existing or hostPath
-claim, and keeping the pods of a single-node volume on one node."""
+"""charts/pytorchjob-mnist's storage under every job kind: per-release run directories, a new, existing or
+hostPath claim, and keeping the pods of a single-node volume on one node."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from tests.support.paths import WORKLOAD_CHART
 from tests.support.pytorchjob_mnist import (
     flag,
     render_with,
-    replica_specs,
     same_node_terms,
     selects,
     trainer_container,
+    trainer_pods,
     volume_pods,
 )
 
@@ -23,17 +23,26 @@ def run_dirs(docs: list[dict]) -> dict[str, str]:
     return {name: flag(args, name) for name in ("--data-dir", "--output-dir", "--log-dir", "--checkpoint-dir")}
 
 
-def test_two_releases_never_share_model_checkpoint_or_log_dirs(helm):
-    first = run_dirs(helm.render(WORKLOAD_CHART, release="mnist-a", namespace="team"))
-    second = run_dirs(helm.render(WORKLOAD_CHART, release="mnist-b", namespace="team"))
-    other_namespace = run_dirs(helm.render(WORKLOAD_CHART, release="mnist-a", namespace="other"))
+def storage_volumes(docs: list[dict]) -> list[dict]:
+    """The `storage` volume of each trainer pod."""
+    return [
+        next(v for v in template["spec"]["volumes"] if v["name"] == "storage")
+        for template in trainer_pods(docs).values()
+    ]
+
+
+def test_two_releases_never_share_model_checkpoint_or_log_dirs(helm, kind):
+    def dirs(release, namespace):
+        return run_dirs(helm.render(WORKLOAD_CHART, release=release, namespace=namespace, set_values=kind.values({})))
+
+    first, second, other_namespace = dirs("mnist-a", "team"), dirs("mnist-b", "team"), dirs("mnist-a", "other")
     for name in ("--output-dir", "--log-dir", "--checkpoint-dir"):
         assert len({first[name], second[name], other_namespace[name]}) == 3, name
     assert first["--output-dir"] == "/mnt/pytorchjob-mnist/runs/team/mnist-a/model"
     assert first["--data-dir"] == second["--data-dir"] == "/mnt/pytorchjob-mnist/datasets", "datasets are shared"
 
 
-def test_default_creates_a_kept_claim_mounted_in_every_replica(default_docs):
+def test_default_creates_a_kept_claim_mounted_in_every_trainer_pod(default_docs):
     pvc = one(default_docs, "PersistentVolumeClaim")
     assert pvc["metadata"]["name"] == "mnist-storage"
     # Argo CD reads Helm's keep as Delete=false only; Prune=false keeps the claim out of pruning too,
@@ -46,26 +55,36 @@ def test_default_creates_a_kept_claim_mounted_in_every_replica(default_docs):
     assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"] and "storageClassName" not in pvc["spec"]
     assert pvc["spec"]["resources"]["requests"]["storage"] == "5Gi"
     assert not by_kind(default_docs, "PersistentVolume")
-    for spec in replica_specs(default_docs).values():
-        volumes = {v["name"]: v for v in spec["template"]["spec"]["volumes"]}
-        assert volumes["storage"]["persistentVolumeClaim"] == {"claimName": "mnist-storage"}
+    for volume in storage_volumes(default_docs):
+        assert volume == {"name": "storage", "persistentVolumeClaim": {"claimName": "mnist-storage"}}
 
 
-def test_new_claim_takes_class_size_and_access_modes(rendered):
-    pvc = one(rendered["bring-your-own-script"], "PersistentVolumeClaim")
+def test_new_claim_takes_class_size_and_access_modes(helm, tmp_path):
+    values = {"persistence": {"create": {"storageClass": "nfs", "size": "50Gi", "accessModes": ["ReadWriteMany"]}}}
+    pvc = one(render_with(helm, values, tmp_path), "PersistentVolumeClaim")
     assert pvc["spec"]["storageClassName"] == "nfs"
     assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
     assert pvc["spec"]["resources"]["requests"]["storage"] == "50Gi"
 
 
-def test_existing_claim_is_used_and_nothing_is_created(rendered):
-    docs = rendered["examples/existing-claim-values.yaml"]
+def test_an_existing_claim_is_mounted_and_nothing_is_created(helm, tmp_path, kind):
+    docs = render_with(
+        helm, kind.values({"persistence": {"existingClaim": "tutorial", "mountPath": "/t9k/mnt"}}), tmp_path
+    )
     assert not by_kind(docs, "PersistentVolumeClaim") and not by_kind(docs, "PersistentVolume")
-    volumes = {v["name"]: v for v in replica_specs(docs)["Master"]["template"]["spec"]["volumes"]}
-    assert volumes["storage"]["persistentVolumeClaim"]["claimName"] == "tutorial"
-    mounts = {m["name"]: m["mountPath"] for m in trainer_container(docs)["volumeMounts"]}
-    assert mounts["storage"] == "/t9k/mnt"
+    for volume in storage_volumes(docs):
+        assert volume["persistentVolumeClaim"] == {"claimName": "tutorial"}
+    mounts = {m["mountPath"] for m in trainer_container(docs)["volumeMounts"]}
+    assert mounts == {"/t9k/mnt", "/tmp", "/var/cache/trainer", "/dev/shm"}
     assert run_dirs(docs)["--output-dir"] == "/t9k/mnt/runs/default/mnist/model"
+
+
+def test_a_host_path_volume_is_reserved_for_its_claim_and_mounted(rendered):
+    docs = rendered["host-path-kueue"]
+    pv = one(docs, "PersistentVolume")
+    assert pv["spec"]["hostPath"] == {"path": "/data/mnist", "type": "DirectoryOrCreate"}
+    for volume in storage_volumes(docs):
+        assert volume["persistentVolumeClaim"] == {"claimName": "mnist-storage"}
 
 
 def test_host_path_volume_is_reserved_for_its_claim(helm, tmp_path):
@@ -88,12 +107,12 @@ def test_host_path_volume_is_reserved_for_its_claim(helm, tmp_path):
 
 
 def test_persistence_disabled_uses_an_empty_dir_and_skips_the_test_pod(rendered):
-    docs = rendered["master-only-no-persistence"]
+    docs = rendered["one-pod-no-persistence"]
     assert not by_kind(docs, "PersistentVolumeClaim") and not by_kind(docs, "Pod")
-    volumes = {v["name"]: v for v in replica_specs(docs)["Master"]["template"]["spec"]["volumes"]}
-    assert volumes["storage"] == {"name": "storage", "emptyDir": {}}
-    assert "dshm" not in volumes, "shm.enabled=false drops the /dev/shm volume"
-    assert set(replica_specs(docs)) == {"Master"}, "workers: 0 runs the Master alone"
+    for template in trainer_pods(docs).values():
+        volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+        assert volumes["storage"] == {"name": "storage", "emptyDir": {}}
+        assert "dshm" not in volumes, "shm.enabled=false drops the /dev/shm volume"
 
 
 def test_keep_false_lets_helm_delete_the_claim(helm, tmp_path):
@@ -101,12 +120,12 @@ def test_keep_false_lets_helm_delete_the_claim(helm, tmp_path):
     assert "annotations" not in pvc["metadata"]
 
 
-def test_read_write_once_volume_keeps_all_its_pods_on_one_node(helm, tmp_path):
-    """A ReadWriteOnce volume attaches to one node: every pod that mounts it (Master, Worker,
-    TensorBoard, test) needs a required podAffinity that selects all the others."""
-    docs = render_with(helm, {"workers": 2, "tensorboard": {"enabled": True}}, tmp_path)
+def test_read_write_once_volume_keeps_all_its_pods_on_one_node(helm, tmp_path, kind):
+    """A ReadWriteOnce volume attaches to one node: every pod that mounts it (the trainers, TensorBoard,
+    test) needs a required podAffinity that selects all the others."""
+    docs = render_with(helm, kind.values({"workers": 2, "tensorboard": {"enabled": True}}), tmp_path)
     pods = volume_pods(docs)
-    assert set(pods) == {"Master", "Worker", "Deployment/mnist-tensorboard", "Pod/mnist-check-run"}
+    assert set(pods) == set(trainer_pods(docs)) | {"Deployment/mnist-tensorboard", "Pod/mnist-check-run"}
     for name, template in pods.items():
         assert any(
             v.get("persistentVolumeClaim", {}).get("claimName") == "mnist-storage" for v in template["spec"]["volumes"]
@@ -115,8 +134,10 @@ def test_read_write_once_volume_keeps_all_its_pods_on_one_node(helm, tmp_path):
         assert len(terms) == 1, f"{name}: {template['spec'].get('affinity')}"
         for other, other_template in pods.items():
             assert selects(terms[0], other_template["metadata"]["labels"]), f"{name} is not kept with {other}"
-    other_release = volume_pods(helm.render(WORKLOAD_CHART, release="other"))["Master"]["metadata"]["labels"]
-    assert not selects(same_node_terms(pods["Master"])[0], other_release), "another release's pods are not selected"
+    other_release = helm.render(WORKLOAD_CHART, release="other", set_values=kind.values({}))
+    other_labels = next(iter(trainer_pods(other_release).values()))["metadata"]["labels"]
+    first_trainer = next(iter(trainer_pods(docs).values()))
+    assert not selects(same_node_terms(first_trainer)[0], other_labels), "another release's pods are not selected"
 
 
 @pytest.mark.parametrize(
@@ -131,15 +152,15 @@ def test_read_write_once_volume_keeps_all_its_pods_on_one_node(helm, tmp_path):
         ({"persistence": {"enabled": False}}, False),
     ],
 )
-def test_pods_are_kept_on_one_node_only_for_a_single_node_volume(helm, tmp_path, values, single_node):
-    docs = render_with(helm, values, tmp_path)
+def test_pods_are_kept_on_one_node_only_for_a_single_node_volume(helm, tmp_path, kind, values, single_node):
+    docs = render_with(helm, kind.values(values), tmp_path)
     for name, template in volume_pods(docs).items():
         assert bool(same_node_terms(template)) is single_node, f"{name} with {values}"
         if not single_node:
             assert "affinity" not in template["spec"], name
 
 
-def test_same_node_affinity_is_merged_into_the_users_affinity(helm, tmp_path):
+def test_same_node_affinity_is_merged_into_the_users_affinity(helm, tmp_path, kind):
     user_term = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "topology.kubernetes.io/zone"}
     node_affinity = {
         "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -148,18 +169,14 @@ def test_same_node_affinity_is_merged_into_the_users_affinity(helm, tmp_path):
             ]
         }
     }
-    docs = render_with(
-        helm,
-        {
-            "tensorboard": {"enabled": True},
-            "affinity": {
-                "nodeAffinity": node_affinity,
-                "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [user_term]},
-            },
+    values = {
+        "tensorboard": {"enabled": True},
+        "affinity": {
+            "nodeAffinity": node_affinity,
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [user_term]},
         },
-        tmp_path,
-    )
-    for name, template in volume_pods(docs).items():
+    }
+    for name, template in volume_pods(render_with(helm, kind.values(values), tmp_path)).items():
         affinity = template["spec"]["affinity"]
         assert affinity["nodeAffinity"] == node_affinity, name
         required = affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]

@@ -1,5 +1,5 @@
 """What a Kubeflow Trainer v2 TrainJob cannot do is refused by name, with the reason and the fix;
-the schema refuses a job kind or runtime kind it does not know."""
+the schema refuses a runtime reference it does not know."""
 
 from __future__ import annotations
 
@@ -92,14 +92,12 @@ def test_the_pytorchjob_name_limit_stays_63_for_its_pods(helm):
 @pytest.mark.parametrize(
     "values, key",
     [
-        ({"jobKind": "MPIJob"}, "jobKind"),
         ({"jobKind": "TrainJob", "runtimeRef": {"kind": "JobSet"}}, "kind"),
         ({"jobKind": "TrainJob", "runtimeRef": {"name": "Torch_Distributed"}}, "name"),
         ({"jobKind": "TrainJob", "runtimeRef": {"apiGroup": "trainer.kubeflow.org"}}, "apiGroup"),
-        ({"training": {"recipe": "slow"}}, "recipe"),
     ],
 )
-def test_the_schema_refuses_unknown_kinds_and_recipes(helm, tmp_path, values, key):
+def test_the_schema_refuses_unknown_runtime_references(helm, tmp_path, values, key):
     path = tmp_path / "values.yaml"
     path.write_text(yaml.safe_dump(values))
     result = helm.template(WORKLOAD_CHART, values_files=(path,))

@@ -1,53 +1,31 @@
-"""charts/pytorchjob-mnist's `fail` guards and schema refusals, each message naming the value and the
-fix, what they let through, and rendering as a subchart."""
+"""charts/pytorchjob-mnist's shared `fail` guards under every job kind, each message naming the value and
+the fix, what they let through, the schema's refusals, the kinds' unsupported values, and rendering as a
+subchart."""
 
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from tests.support.helm import SCHEMA_REFUSAL, one, umbrella_chart
 from tests.support.paths import WORKLOAD_CHART
-from tests.support.pytorchjob_mnist import flag, render_with, template_error, trainer_container
+from tests.support.pytorchjob_mnist import (
+    KINDS,
+    flag,
+    job_of,
+    render_helpers,
+    render_with,
+    template_error,
+    trainer_container,
+)
 
 GUARDS = {
     "nccl-without-gpu": ({"backend": "nccl"}, "backend: nccl needs GPUs but gpu is 0"),
     "cpu-image-with-gpu": ({"gpu": 1, "image": {"variant": "cpu"}}, "set image.variant to cuda"),
-    "two-gpus-without-torchrun": ({"gpu": 2}, "set torchrun.enabled=true"),
-    "nproc-without-torchrun": ({"nprocPerNode": "4"}, "nprocPerNode: 4 without torchrun breaks WORLD_SIZE"),
-    "torchrun-count-without-torchrun": (
-        {"nprocPerNode": "auto"},
-        "nprocPerNode: auto is one of torchrun's counts, but without torchrun",
-    ),
     # gloo too: the trainer puts each process of a GPU pod on the GPU its LOCAL_RANK numbers.
     "more-processes-than-gpus-on-gloo": (
         {"gpu": 1, "backend": "gloo", "torchrun": {"enabled": True}, "nprocPerNode": "2"},
         "nprocPerNode: 2 is more than gpu: 1, but every process of a GPU replica takes a GPU",
-    ),
-    "a-process-per-cpu-on-gpus": (
-        {"gpu": 2, "torchrun": {"enabled": True}, "nprocPerNode": "cpu"},
-        "nprocPerNode: cpu starts a process per CPU core, but with gpu: 2",
-    ),
-    # torchrun's own counts: "gpu" needs CUDA, "auto" and "cpu" count the node's cores, not the pod's.
-    "a-process-per-gpu-without-gpus": (
-        {"torchrun": {"enabled": True}, "nprocPerNode": "gpu"},
-        "nprocPerNode: gpu counts the pod's GPUs, but gpu is 0",
-    ),
-    "a-process-per-node-core": (
-        {"torchrun": {"enabled": True}, "nprocPerNode": "auto"},
-        "nprocPerNode: auto with gpu: 0 starts a process per CPU core of the node",
-    ),
-    "elastic-without-torchrun": ({"elasticPolicy": {"enabled": True}}, "elasticPolicy.enabled needs torchrun"),
-    "elastic-without-workers": (
-        {"workers": 0, "torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True}},
-        "elasticPolicy.enabled needs at least one Worker",
-    ),
-    "elastic-min-above-max": (
-        {"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True, "minReplicas": 3, "maxReplicas": 2}},
-        "elasticPolicy.minReplicas (3) is greater than elasticPolicy.maxReplicas (2)",
-    ),
-    "etcd-without-host": (
-        {"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True, "rdzvBackend": "etcd"}},
-        "elasticPolicy.rdzvBackend etcd needs an etcd server, but rdzvHost is empty",
     ),
     "more-processes-than-gpus": (
         {"gpu": 2, "torchrun": {"enabled": True}, "nprocPerNode": "4"},
@@ -62,23 +40,6 @@ GUARDS = {
         "tensorboard.enabled needs persistence.enabled=true",
     ),
     "name-not-dns-1035": ({"fullnameOverride": "MNIST_run"}, "is not a DNS-1035 label"),
-    "tensorboard-service-name-too-long": (
-        {"fullnameOverride": "a" * 54, "tensorboard": {"enabled": True}},
-        'its TensorBoard Service name "' + "a" * 54 + '-tensorboard" has 66 characters, the limit is 63; '
-        "set fullnameOverride to a name of at most 51 characters",
-    ),
-    "elastic-min-above-pods": (
-        {"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True, "minReplicas": 3}},
-        "elasticPolicy.minReplicas (3) is more than the job's 2 pods (1 Master + workers: 1)",
-    ),
-    "elastic-max-below-pods": (
-        {
-            "workers": 3,
-            "torchrun": {"enabled": True},
-            "elasticPolicy": {"enabled": True, "minReplicas": 2, "maxReplicas": 3},
-        },
-        "elasticPolicy.maxReplicas (3) is less than the job's 4 pods (1 Master + workers: 3)",
-    ),
     "gpu-in-resource-limits": (
         {"resources": {"limits": {"nvidia.com/gpu": 1}}},
         "resources.limits has nvidia.com/gpu; GPUs come from the gpu value",
@@ -129,10 +90,6 @@ GUARDS = {
         {"persistence": {"enabled": False, "hostPath": {"path": "/srv"}}},
         "or clear persistence.hostPath.path",
     ),
-    "gang-larger-than-the-job": (
-        {"runPolicy": {"schedulingPolicy": {"minAvailable": 5}}},
-        "runPolicy.schedulingPolicy.minAvailable (5) is more than the job's 2 pods",
-    ),
     "command-and-wrapper": (
         {"command": ["python", "/app/train.py"], "wrapCommand": ["py-spy", "record", "--"]},
         "command and wrapCommand are both set",
@@ -146,28 +103,25 @@ GUARDS = {
         {"training": {"momentum": "0.0"}},
         "set training.momentum above 0 (or null for the recipe's 0.9), or training.recipe: seed",
     ),
-    "name-too-long": (
-        {"fullnameOverride": "a" * 56, "workers": 10},
-        'its pod and Service name "' + "a" * 56 + '-worker-9" has 65 characters, the limit is 63; '
-        "set fullnameOverride to a name of at most 54 characters",
+    # TensorBoard starts with the job; scheduled first, it would pin the GPU pods to its node.
+    "tensorboard-beside-gpus-on-a-single-node-volume": (
+        {"gpu": 1, "tensorboard": {"enabled": True}},
+        "tensorboard.enabled with gpu > 0 on a single-node volume: TensorBoard starts with the job and, if scheduled "
+        "first, would pin the GPU pods to its node, which may have no GPUs. Use a ReadWriteMany claim",
+    ),
+    "tensorboard-beside-gpus-on-a-host-path": (
+        {"gpu": 1, "tensorboard": {"enabled": True}, "persistence": {"hostPath": {"path": "/srv/mnist"}}},
+        "on a hostPath volume: TensorBoard starts with the job and, if scheduled first, would pin the GPU pods "
+        "to its node, which may have no GPUs. Set persistence.hostPath.nodeName to a GPU node",
     ),
 }
 
 
 @pytest.mark.one_helm_major
 @pytest.mark.parametrize("case", sorted(GUARDS))
-def test_fail_guard_message(helm, tmp_path, case):
+def test_fail_guard_message(helm, tmp_path, kind, case):
     values, message = GUARDS[case]
-    assert message in template_error(helm, values, tmp_path)
-
-
-def test_release_name_is_checked_like_fullname_override(helm):
-    """Helm allows 53-character release names with dots; the job name must be stricter."""
-    dotted = helm.template(WORKLOAD_CHART, release="mnist.v1")
-    assert dotted.returncode != 0 and '"mnist.v1"' in dotted.stderr and "DNS-1035" in dotted.stderr
-    longest = helm.template(WORKLOAD_CHART, release="x" * 53, set_values={"workers": 101})
-    assert longest.returncode != 0
-    assert "set fullnameOverride to a name of at most 52 characters" in longest.stderr
+    assert message in template_error(helm, kind.values(values), tmp_path)
 
 
 SCHEMA_REFUSALS = {
@@ -180,6 +134,7 @@ SCHEMA_REFUSALS = {
     "negative-workers": ({"workers": -1}, ["workers"]),
     "bad-nproc": ({"nprocPerNode": "four"}, ["nprocPerNode"]),
     "bad-dataset": ({"training": {"dataset": "cifar10"}}, ["dataset"]),
+    "bad-recipe": ({"training": {"recipe": "slow"}}, ["recipe"]),
     "bad-fallback-in-chain": ({"training": {"fallbackDataset": "mnist,cifar10"}}, ["fallbackDataset"]),
     "fallback-chain-with-spaces": ({"training": {"fallbackDataset": "mnist, digits"}}, ["fallbackDataset"]),
     "relative-mount-path": ({"persistence": {"mountPath": "data"}}, ["mountPath"]),
@@ -209,6 +164,7 @@ SCHEMA_REFUSALS = {
     ),
     # One pod cluster-wide, or no writer: the job's pods could not all use the new claim.
     "read-write-once-pod-claim": ({"persistence": {"create": {"accessModes": ["ReadWriteOncePod"]}}}, ["accessModes"]),
+    "unknown-job-kind": ({"jobKind": "MPIJob"}, ["jobKind"]),
 }
 
 
@@ -221,21 +177,10 @@ def test_schema_refuses_with_the_field_named(helm, tmp_path, case):
         assert field in error, f"{field} not named in: {error}"
 
 
-def test_guards_accept_what_they_do_not_refuse(helm, tmp_path):
-    """The boundaries of the guards above render: the longest TensorBoard name, elastic min/max
-    around the pod count, momentum just below 1 and 0 without Nesterov, and /dev/shm as a mount path without shm."""
+def test_guards_accept_what_they_do_not_refuse(helm, tmp_path, kind):
+    """The boundaries of the guards above render: momentum just below 1 and 0 without Nesterov,
+    /dev/shm as a mount path without shm, and resources in every unit."""
     accepted = [
-        {"fullnameOverride": "a" * 51, "tensorboard": {"enabled": True}},
-        {
-            "workers": 2,
-            "torchrun": {"enabled": True},
-            "elasticPolicy": {"enabled": True, "minReplicas": 3, "maxReplicas": 3},
-        },
-        {
-            "workers": 2,
-            "torchrun": {"enabled": True},
-            "elasticPolicy": {"enabled": True, "minReplicas": 1, "maxReplicas": 8},
-        },
         {"training": {"momentum": 0.99}},
         {"training": {"momentum": 0, "recipe": "seed"}},
         {"training": {"momentum": "0.0", "extraArgs": ["--no-nesterov"]}},
@@ -248,56 +193,57 @@ def test_guards_accept_what_they_do_not_refuse(helm, tmp_path):
         {"resources": {"requests": {"memory": "4e9"}, "limits": {"memory": "4G"}}, "shm": {"sizeLimit": "3999M"}},
         {"resources": {"requests": {"memory": "2Gi"}, "limits": None}, "shm": {"sizeLimit": "8Gi"}},  # no limit to fill
         {"gpu": 1, "image": {"tag": "3f2a1bc-cuda", "repository": "localhost:5000/ml/trainer"}},
-        {"runPolicy": {"schedulingPolicy": {"minAvailable": 2}}},
         {"persistence": {"enabled": False}},
+        # A pinned hostPath volume places every pod on its node: TensorBoard cannot pin the GPU pods elsewhere.
+        {
+            "gpu": 1,
+            "tensorboard": {"enabled": True},
+            "persistence": {"hostPath": {"path": "/srv", "nodeName": "gpu-1"}},
+        },
     ]
     for values in accepted:
-        docs = render_with(helm, values, tmp_path)
-        assert one(docs, "PyTorchJob"), values
+        assert job_of(render_with(helm, kind.values(values), tmp_path)), values
     docs = render_with(
         helm,
-        {
-            "persistence": {"existingClaim": "data.v2"},
-            "tests": {"minAccuracy": "0.95"},
-            "training": {"extraArgs": None},
-        },
+        kind.values(
+            {
+                "persistence": {"existingClaim": "data.v2"},
+                "tests": {"minAccuracy": "0.95"},
+                "training": {"extraArgs": None},
+            }
+        ),
         tmp_path,
     )
     assert one(docs, "Pod")["spec"]["containers"][0]["args"][1] == "0.95"
     assert one(docs, "Pod")["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == "data.v2"
-    args = trainer_container(helm.render(WORKLOAD_CHART, set_values={"training.momentum": "0.95"}))["args"]
+    args = trainer_container(helm.render(WORKLOAD_CHART, set_values=kind.values({"training.momentum": "0.95"})))["args"]
     assert flag(args, "--momentum") == "0.95", "decimal strings below 1 from --set still pass"
+
+
+def test_unsupported_values_defaults_are_values_yamls(helm, helpers_chart, tmp_path, kind):
+    """The shared guard ignores a kind's unsupported values at their defaults and refuses any other
+    value by name (test_<kind>_guards.py): the defaults must be values.yaml's, or a job of untouched
+    values would be refused."""
+    unsupported = render_helpers(helm, helpers_chart, kind.values({}), tmp_path)["unsupportedValues"]
+    values = yaml.safe_load((WORKLOAD_CHART / "values.yaml").read_text())
+    for path, entry in unsupported.get("values", {}).items():
+        node = values
+        for key in path.split("."):
+            node = node[key]
+        assert node == entry["default"], path
+        assert entry["why"], path
+    if unsupported.get("values"):
+        assert unsupported["alternative"], "the guard's message says what to do instead"
 
 
 def test_renders_as_an_optional_subchart(helm, tmp_path):
     """Helm hands a subchart its `global` map and the parent's condition key; the closed schema takes both."""
     parent = umbrella_chart(WORKLOAD_CHART, tmp_path)
     docs = helm.render(parent, set_values={"pytorchjob-mnist.enabled": True, "global.imageRegistry": "mirror.local"})
-    assert one(docs, "PyTorchJob")
+    assert job_of(docs)
     assert helm.render(parent, set_values={"pytorchjob-mnist.enabled": False}) == []
 
 
-def test_names_that_look_like_numbers_stay_strings(helm, tmp_path):
-    docs = render_with(
-        helm,
-        {
-            "kueue": {"queueName": "123"},
-            "runPolicy": {"schedulingPolicy": {"queue": "007"}},
-            "persistence": {"hostPath": {"path": "/srv/mnist", "nodeName": "1234"}},
-        },
-        tmp_path,
-    )
-    job = one(docs, "PyTorchJob")
-    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "123"
-    assert job["spec"]["runPolicy"]["schedulingPolicy"]["queue"] == "007"
-    terms = one(docs, "PersistentVolume")["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
-    assert terms[0]["matchExpressions"][0]["values"] == ["1234"]
-
-
-def test_kueue_queue_leaves_suspend_to_kueue(rendered):
-    """Kueue suspends a queued job and resumes it on admission; a rendered `suspend: false` would
-    be reverted by Argo CD self-heal or helm upgrade."""
-    run_policy = one(rendered["gang-scheduling-kueue"], "PyTorchJob")["spec"]["runPolicy"]
-    assert "suspend" not in run_policy
-    assert run_policy["backoffLimit"] == 3, "the rest of runPolicy is still rendered"
-    assert one(rendered["defaults"], "PyTorchJob")["spec"]["runPolicy"]["suspend"] is False
+def test_every_kind_is_a_value_the_schema_takes(helm):
+    for kind in KINDS:
+        assert job_of(helm.render(WORKLOAD_CHART, set_values=kind.values({})))["kind"] == kind.name

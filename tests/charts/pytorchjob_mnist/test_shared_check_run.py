@@ -4,13 +4,14 @@ wrong otherwise. The e2e test in tests/localjob runs it on a real run's output."
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from tests.support.paths import WORKLOAD_CHART
+from tests.support.paths import REPO, WORKLOAD_CHART
 
 SCRIPT = (WORKLOAD_CHART / "files" / "check_run.py").read_text()
 
@@ -72,7 +73,20 @@ def test_low_accuracy_on_digits_says_how_many_epochs_it_needs(finished_run):
     metrics = json.loads((finished_run / "metrics.json").read_text())
     (finished_run / "metrics.json").write_text(json.dumps({**metrics, "dataset": "digits", "accuracy": 0.28}))
     result = check(finished_run)
-    assert result.returncode == 1 and "0.986 with training.epochs=8" in result.stderr
+    assert result.returncode == 1 and "digits is small" in result.stderr and "raise training.epochs" in result.stderr
+
+
+def test_the_digits_hint_quotes_the_figures_measured_in_docs_running_locally():
+    """The check runs in the cluster, far from the docs, so its hint quotes accuracies on digits; their
+    home is docs/running-locally.md, and each figure quoted must be one measured there, rounded."""
+    hint = SCRIPT[SCRIPT.index("digits is small") : SCRIPT.index("raise training.epochs")]
+    docs = (REPO / "docs" / "running-locally.md").read_text()
+    measured = re.findall(r"\b0\.\d+", docs[docs.index("On `digits`") :].split("\n\n", 1)[0])
+    quoted = re.findall(r"\b0\.\d+", hint)
+    assert quoted, hint
+    for figure in quoted:
+        places = len(figure) - 2
+        assert any(f"{float(m):.{places}f}" == figure for m in measured), f"{figure} is not among {measured}"
 
 
 def test_missing_model_fails(finished_run):
