@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 import zipfile
@@ -41,6 +42,7 @@ PROGRESS_KEYS = tuple(f.name for f in fields(Progress))
 REQUIRED_KEYS = frozenset(
     {"format", "settings", "model", "optimizer", "world_size", "precision", "rng", *PROGRESS_KEYS}
 )
+_EVALUATION_KEYS = frozenset({"epoch", "accuracy", "val_loss"})  # each entry of Progress.history
 
 
 class CheckpointStore:
@@ -112,6 +114,9 @@ class CheckpointStore:
                     f"(missing {', '.join(sorted(missing)) or 'nothing'})",
                 )
                 continue
+            if malformed := _malformed(state):
+                self._set_aside(path, f"not a format-{FORMAT_VERSION} trainer checkpoint ({malformed})")
+                continue
             return path, state
         return None, None
 
@@ -132,3 +137,49 @@ def _check_crcs(path: Path) -> None:
         damaged = archive.testzip()
     if damaged is not None:
         raise zipfile.BadZipFile(f"{damaged} fails its CRC check")
+
+
+def _malformed(state: dict) -> str | None:
+    """What in a checkpoint that has every key is not what this trainer writes there, or None.
+
+    Resuming reads each of them (the RNG state into torch, the progress into the loop), and a
+    wrong one would stop every restart alike with a traceback; the model and optimizer are checked
+    against the model when they are loaded (an IncompatibleCheckpoint)."""
+
+    def count(key: str, minimum: int) -> bool:
+        return type(state[key]) is int and state[key] >= minimum
+
+    if not isinstance(state["settings"], dict):
+        return "settings is not a dict"
+    model = state["model"]
+    if not isinstance(model, dict) or not all(isinstance(v, torch.Tensor) for v in model.values()):
+        return "model is not a state_dict of tensors"
+    optimizer = state["optimizer"]
+    if not (
+        isinstance(optimizer, dict)
+        and isinstance(optimizer.get("state"), dict)
+        and isinstance(optimizer.get("param_groups"), list)
+        and all(isinstance(group, dict) for group in optimizer["param_groups"])
+    ):
+        return "optimizer is not an optimizer's state_dict"
+    if not isinstance(state["precision"], str):
+        return "precision is not a name"
+    for key, minimum in (("world_size", 1), ("epoch", 1), ("consumed", 0), ("step", 0), ("train_images", 0)):
+        if not count(key, minimum):
+            return f"{key} is not an integer of at least {minimum}"
+    seconds = state["train_seconds"]
+    if type(seconds) not in (int, float) or not 0 <= seconds < math.inf:
+        return "train_seconds is not a duration"
+    history = state["history"]
+    if not (
+        isinstance(history, list)
+        and len(history) == state["epoch"] - 1
+        and all(isinstance(entry, dict) and _EVALUATION_KEYS <= entry.keys() for entry in history)
+    ):
+        return "history is not one evaluation per finished epoch"
+    rng = state["rng"]
+    try:
+        torch.Generator().set_state(rng["torch"])  # a scratch generator: torch checks the state's size and type
+    except (TypeError, KeyError, RuntimeError) as error:
+        return f"rng is not a torch RNG state ({str(error).strip().splitlines()[0]})"
+    return None

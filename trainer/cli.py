@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import sys
 import traceback
 from dataclasses import asdict, fields
@@ -56,9 +57,20 @@ def _dataset_chain(text: str) -> tuple[str, ...]:
     return names
 
 
+# Counts and seeds reach torch as 64-bit integers: a larger one would stop it with a traceback.
+INT64_MAX = 2**63 - 1
+# Python's timedelta, which the process group takes, overflows near 2.7 million years.
+MAX_TIMEOUT_SECONDS = 365 * 24 * 3600
+
 # NaN fails every comparison, so the float checks refuse it too.
-_positive_int = _checked(int, lambda v: v >= 1, "a positive integer")
-_non_negative_int = _checked(int, lambda v: v >= 0, "0 or more")
+_positive_int = _checked(int, lambda v: 1 <= v <= INT64_MAX, "a positive integer below 2**63")
+_non_negative_int = _checked(int, lambda v: 0 <= v <= INT64_MAX, "0 or more, below 2**63")
+_seed = _checked(int, lambda v: -(2**63) <= v <= INT64_MAX, "an integer from -2**63 to 2**63 - 1")
+_seconds = _checked(
+    float,
+    lambda v: 0 < v <= MAX_TIMEOUT_SECONDS,
+    f"a positive number of seconds, at most a year ({MAX_TIMEOUT_SECONDS})",
+)
 _positive_float = _checked(float, lambda v: 0 < v < math.inf, "a positive number")
 _non_negative_float = _checked(float, lambda v: 0 <= v < math.inf, "0 or more")
 _fraction = _checked(float, lambda v: 0 <= v < 1, "in [0, 1)")
@@ -74,10 +86,18 @@ def flag_of(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _threads(cpus: int):
+    """--threads: more threads than the CPUs this process may run on only slow it down, and
+    thousands make OpenMP crash or spin for minutes."""
+    return _checked(int, lambda v: 0 <= v <= cpus, f"0 (automatic) or at most the {cpus} CPUs this process may run on")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mnist-train",
         description="DDP training of the Kubeflow MNIST/FashionMNIST CNN (PyTorchJob-ready).",
+        # `--epoch 3` would otherwise be taken for --epochs: a misspelt flag is refused, not guessed.
+        allow_abbrev=False,
     )
     seed = p.add_argument_group("flags of the Kubeflow example script (same meaning and defaults)")
     seed.add_argument(
@@ -103,7 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     seed.add_argument("--lr", type=_positive_float, metavar="LR", help=f"peak learning rate {_by_recipe('lr')}")
     seed.add_argument("--momentum", type=_fraction, metavar="M", help=f"SGD momentum {_by_recipe('momentum')}")
     seed.add_argument("--no-cuda", action="store_true", help="train on the CPU even if a GPU is present")
-    seed.add_argument("--seed", type=int, default=DEFAULTS.seed, metavar="S", help="random seed (default: %(default)s)")
+    seed.add_argument(
+        "--seed", type=_seed, default=DEFAULTS.seed, metavar="S", help="random seed (default: %(default)s)"
+    )
     seed.add_argument(
         "--log-interval",
         type=_positive_int,
@@ -251,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     opt.add_argument(
         "--threads",
-        type=_non_negative_int,
+        type=_threads(len(os.sched_getaffinity(0))),
         default=0,
         metavar="N",
         help="CPU threads per process; 0 = OMP_NUM_THREADS, else the cgroup CPU quota (or "
@@ -261,14 +283,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     opt.add_argument(
         "--pg-timeout",
-        type=_positive_float,
+        type=_seconds,
         default=300.0,
         metavar="SECONDS",
         help="process-group timeout: a dead peer fails the job after this long (default: 300)",
     )
     opt.add_argument(
         "--startup-timeout",
-        type=_positive_float,
+        type=_seconds,
         default=1800.0,
         metavar="SECONDS",
         help="how long processes wait for each other to start (pods pulling images or pending; "

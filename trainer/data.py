@@ -175,8 +175,13 @@ def _load_idx_dataset(name: str, data_dir: str | Path, download: bool) -> Datase
     try:
         train_images, train_labels, test_images, test_labels = (_read_idx(raw / file) for file in IDX_FILES)
         for images, labels in ((train_images, train_labels), (test_images, test_labels)):
+            if labels.dim() != 1:
+                raise ValueError(f"labels of shape {list(labels.shape)}, not one number per image")
             if images.shape[1:] != (IMAGE_SIZE, IMAGE_SIZE) or len(images) != len(labels):
                 raise ValueError(f"{len(images)} images of {list(images.shape[1:])} pixels for {len(labels)} labels")
+            # A label past the last class would stop training with an index error, on every restart.
+            if (largest := int(labels.max())) >= NUM_CLASSES:
+                raise ValueError(f"a label is {largest}, and there are {NUM_CLASSES} classes")
     except (OSError, ValueError) as error:
         # An interrupted extraction leaves a truncated file that every later run would take as present.
         raise DatasetUnavailable(
@@ -199,6 +204,8 @@ def _read_idx(path: Path) -> torch.Tensor:
     shape = [int.from_bytes(content[4 * i : 4 * i + 4], "big") for i in range(1, 1 + dims)]
     if len(content) != header + math.prod(shape):
         raise ValueError(f"{path.name} holds {len(content)} bytes, and its header says {header + math.prod(shape)}")
+    if 0 in shape:  # an empty test split would divide by zero in the evaluation
+        raise ValueError(f"{path.name} holds no data (shape {shape})")
     return torch.frombuffer(content, dtype=torch.uint8, offset=header).reshape(shape)
 
 

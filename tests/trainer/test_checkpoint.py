@@ -1,3 +1,4 @@
+import re
 import zipfile
 from dataclasses import asdict
 
@@ -9,10 +10,11 @@ from trainer.failures import IncompatibleCheckpoint
 
 
 def _state(step):
+    weights = torch.full((2,), float(step))
     return {
         "settings": {},
-        "model": {"w": torch.full((2,), float(step))},
-        "optimizer": {},
+        "model": {"w": weights},
+        "optimizer": torch.optim.SGD([weights], lr=0.1).state_dict(),
         "world_size": 2,
         "precision": "fp32",
         **asdict(Progress(step=step, consumed=8 * step)),
@@ -163,3 +165,42 @@ def test_temp_files_of_a_killed_save_are_removed(tmp_path):
     (tmp_path / ".mnist_cnn.pt.xyz.tmp").write_bytes(b"not ours")
     assert [p.name for p in store.remove_partial_writes()] == [".checkpoint-000000009.pt.abc.tmp"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [".mnist_cnn.pt.xyz.tmp", "checkpoint-000000003.pt"]
+
+
+@pytest.mark.parametrize(
+    "key, value, reason",
+    [
+        ("rng", {"torch": torch.zeros(3, dtype=torch.uint8)}, "rng is not a torch RNG state (Expected a"),
+        ("rng", {"torch": "state"}, "rng is not a torch RNG state"),
+        ("rng", [], "rng is not a torch RNG state"),
+        ("epoch", "2", "epoch is not an integer of at least 1"),
+        ("epoch", 0, "epoch is not an integer of at least 1"),
+        ("consumed", -8, "consumed is not an integer of at least 0"),
+        ("step", 2.5, "step is not an integer of at least 0"),
+        ("world_size", 0, "world_size is not an integer of at least 1"),
+        ("train_seconds", float("nan"), "train_seconds is not a duration"),
+        ("history", [{"epoch": 1, "accuracy": 0.5, "val_loss": 1.0}], "history is not one evaluation per finished"),
+        ("settings", ["lr", 0.01], "settings is not a dict"),
+        ("model", {"w": [1.0, 2.0]}, "model is not a state_dict of tensors"),
+        ("optimizer", {"state": {}}, "optimizer is not an optimizer's state_dict"),
+        ("precision", 32, "precision is not a name"),
+    ],
+)
+def test_a_checkpoint_with_every_key_but_wrong_contents_is_set_aside(tmp_path, key, value, reason):
+    """Resuming would feed them to torch and the loop, and fail every restart alike with a traceback."""
+    store = CheckpointStore(tmp_path, keep=3)
+    store.save(_state(1), 1)
+    store.save({**_state(2), key: value}, 2)
+    with pytest.warns(UserWarning, match=re.escape(f"not a format-{FORMAT_VERSION} trainer checkpoint ({reason}")):
+        path, state = store.load_latest()
+    assert path.name == "checkpoint-000000001.pt" and state["step"] == 1
+    assert (tmp_path / "checkpoint-000000002.pt.unreadable").exists()
+
+
+def test_what_the_trainer_writes_is_well_formed_after_an_epoch(tmp_path):
+    """The checks accept a finished epoch's state: its evaluation in the history."""
+    store = CheckpointStore(tmp_path, keep=3)
+    history = [{"epoch": 1, "accuracy": 0.5, "val_loss": 1.0}]
+    store.save({**_state(4), "epoch": 2, "consumed": 0, "history": history}, 4)
+    path, state = store.load_latest()
+    assert path.name == "checkpoint-000000004.pt" and state["history"] == history

@@ -1,4 +1,5 @@
 import os
+import struct
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -87,16 +88,45 @@ def _damage_with_an_error_page(path):
     path.write_bytes(b"<html><body>502 Bad Gateway</body></html>")
 
 
+def _damage_with_a_label_past_the_classes(path):
+    content = bytearray(path.read_bytes())
+    content[8 + 3] = 200  # the fourth label
+    path.write_bytes(bytes(content))
+
+
+def _damage_with_labels_of_two_dimensions(path):
+    labels = path.read_bytes()[8:]
+    path.write_bytes(struct.pack(">IIII", 0x0802, len(labels), 1, 1)[:4] + struct.pack(">II", len(labels), 1) + labels)
+
+
+def _damage_by_emptying_the_split(path):
+    """A well-formed IDX file of no images, and its labels file of none."""
+    path.write_bytes(struct.pack(">IIII", 0x0803, 0, 28, 28))
+    path.with_name("t10k-labels-idx1-ubyte").write_bytes(struct.pack(">II", 0x0801, 0))
+
+
 @pytest.mark.parametrize(
-    "damage, file",
+    "damage, file, reason",
     [
-        (_damage_by_truncating, "train-images-idx3-ubyte"),
-        (_damage_by_emptying, "t10k-labels-idx1-ubyte"),
-        (_damage_with_an_error_page, "train-images-idx3-ubyte"),
+        (_damage_by_truncating, "train-images-idx3-ubyte", "train-images-idx3-ubyte holds"),
+        (_damage_by_emptying, "t10k-labels-idx1-ubyte", "is no IDX file of unsigned bytes"),
+        (_damage_with_an_error_page, "train-images-idx3-ubyte", "is no IDX file of unsigned bytes"),
+        (_damage_with_a_label_past_the_classes, "train-labels-idx1-ubyte", "a label is 200, and there are 10 classes"),
+        (
+            _damage_with_labels_of_two_dimensions,
+            "t10k-labels-idx1-ubyte",
+            "labels of shape [20, 1], not one number per image",
+        ),
+        (
+            _damage_by_emptying_the_split,
+            "t10k-images-idx3-ubyte",
+            "t10k-images-idx3-ubyte holds no data (shape [0, 28, 28])",
+        ),
     ],
 )
-def test_damaged_files_are_named_as_unreadable_with_the_fix(tmp_path, damage, file):
-    """torchvision takes files as present by name; a truncated one must not read as "not found" or a traceback."""
+def test_damaged_files_are_named_as_unreadable_with_the_fix(tmp_path, damage, file, reason):
+    """torchvision takes files as present by name; a truncated one must not read as "not found" or a
+    traceback, nor one whose contents would stop training later, on every restart."""
     write_idx_dataset(tmp_path, data.load("synthetic", tmp_path, download=False).limited(50, 20))
     raw = tmp_path / "FashionMNIST" / "raw"
     damage(raw / file)
@@ -104,6 +134,7 @@ def test_damaged_files_are_named_as_unreadable_with_the_fix(tmp_path, damage, fi
         data.load("fashion-mnist", tmp_path, download=True)
     message = str(error.value)
     assert f"the files in {raw} are unreadable" in message and "to download them again" in message
+    assert reason in message
 
 
 STALLED_DOWNLOAD = """
