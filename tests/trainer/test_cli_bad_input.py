@@ -18,7 +18,6 @@ from tests.support.procs import free_port, run_trainer
 from trainer import cli
 from trainer import data as datasets
 from trainer.checkpoint import FORMAT_VERSION
-from trainer.failures import EXIT_PERMANENT, retryable
 
 EXIT_ARGPARSE = 2
 QUICK = ["--dataset", "synthetic", "--limit-train", "256", "--limit-test", "100", "--threads", "1", "--dir", ""]
@@ -306,7 +305,6 @@ def test_bad_input_exits_with_its_code_and_one_line_naming_it(case, request, tmp
 
     assert "Traceback" not in stderr, stderr
     assert code == case.code, stderr
-    assert not (case.code in (EXIT_PERMANENT, EXIT_ARGPARSE) and retryable(code))
     if case.code:
         last = stderr.strip().splitlines()[-1]
         assert last.startswith(("error: ", "mnist-train: error: ")) and case.message in last, stderr
