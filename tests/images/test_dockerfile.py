@@ -14,7 +14,7 @@ from tests.support.paths import REPO
 
 def test_the_dependency_install_sees_only_the_requirement_list():
     """A pyproject.toml edit that keeps the dependencies (a version bump) must leave the dependency
-    install cached: re-run, it rewrites the runtime's 1-6 GB venv layer (pip stamps install-time mtimes),
+    install cached: re-run, it rewrites the runtime's 0.8-4 GB venv layer (pip stamps install-time mtimes),
     which every node then pulls again. So the stages that build /opt/venv copy nothing from the build
     context; the list comes from a stage that reads pyproject.toml."""
     all_stages = stages()

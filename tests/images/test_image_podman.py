@@ -12,7 +12,7 @@ skips, saying what is missing, elsewhere; PODMAN_SMOKE=0 opts out. Measured on t
 sandbox (shared with other jobs): debootstrap base 2.1 min (then cached as an image tag until
 ci/podman/offline-base.sh changes), CPU image build 3.6 min cold / 2-3 min after a trainer change (torch's
 layer cached) / 40 s when nothing changed, DDP run 0.7 min: about 6.5 min cold, 1.5-3.7 min warm.
-The CUDA image (about 6 GB, its wheels from PyPI) adds about 5.5 min cold, build and job.
+The CUDA image (about 4.2 GB, its wheels from PyPI) adds about 5.5 min cold, build and job.
 
 This sandbox cannot reach download.pytorch.org, so the CPU build takes torch from the local CPU wheel
 and torchvision from PyPI, whose Linux build is linked against CUDA torch and cannot load beside it.
@@ -321,11 +321,13 @@ def test_cuda_image_has_the_cuda_torch_build(cuda_image: str):
         "python",
         cuda_image,
         "-c",
-        "import torch, torch.distributed as dist, torchvision, trainer; "
-        "print(torch.version.cuda, torch.backends.cudnn.version(), dist.is_nccl_available())",
+        "import importlib.util, torch, torch.distributed as dist, torchvision, trainer; "
+        "print(torch.version.cuda, torch.backends.cudnn.version(), dist.is_nccl_available(), "
+        "importlib.util.find_spec('triton') is None)",
     )
-    cuda, cudnn, nccl = probe.stdout.split()
+    cuda, cudnn, nccl, no_triton = probe.stdout.split()
     assert cuda != "None" and cudnn != "None" and nccl == "True", probe.stdout
+    assert no_triton == "True", "only torch.compile loads Triton, and the image has no compiler for it"
 
 
 def test_cuda_image_ddp_job_reads_fashion_mnist_files(cuda_image: str, tmp_path: Path):
