@@ -20,8 +20,8 @@ esac
 require_img "$variant"
 
 version="${VERSION:-$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/pyproject.toml")}"
-# The commit built, with -dirty when tracked files have uncommitted edits (which may be in the image).
-revision="${REVISION:-$(git -C "$repo" describe --always --abbrev=40 --dirty --exclude='*' 2>/dev/null || echo unknown)}"
+# The commit built, with -dirty when the image's build inputs have uncommitted edits (ci/lib.sh).
+revision="${REVISION:-$(image_revision "$repo")}"
 # The created label: SOURCE_DATE_EPOCH when set (a release pipeline's fixed date), else now.
 created="${CREATED:-$(date -u ${SOURCE_DATE_EPOCH:+-d "@$SOURCE_DATE_EPOCH"} +%Y-%m-%dT%H:%M:%SZ)}"
 
@@ -49,10 +49,19 @@ if [[ "${build[0]}" == build && -n "$push" ]]; then
     "IMAGE_BUILD_FLAGS='--manifest <name>', then \`$tool manifest push <name> <registry>/<image>:<tag>\`." >&2
   exit 2
 fi
-# --push publishes straight from the build, past make push's check that the image is this commit's.
-if [[ -n "$push" && ( "$revision" == *-dirty || "$revision" == unknown ) && "${ALLOW_UNCOMMITTED:-}" != 1 ]]; then
-  echo "--push would publish uncommitted edits (revision $revision): commit them first, or set" \
-    "ALLOW_UNCOMMITTED=1 to publish them anyway." >&2
+if [[ "$revision" == *-dirty ]]; then
+  uncommitted=$(uncommitted_build_inputs "$repo" | paste -sd ' ' -)
+  # --push publishes straight from the build, past make push's check that the image is this commit's.
+  if [[ -n "$push" && "${ALLOW_UNCOMMITTED:-}" != 1 ]]; then
+    echo "--push would publish uncommitted edits to the image's build inputs: ${uncommitted}. Commit them" \
+      "first, or set ALLOW_UNCOMMITTED=1 to publish them anyway." >&2
+    exit 2
+  fi
+  echo "Building uncommitted edits to the image's build inputs (${uncommitted}): make push will refuse" \
+    "this image until they are committed and it is built again." >&2
+elif [[ -n "$push" && "$revision" == unknown && "${ALLOW_UNCOMMITTED:-}" != 1 ]]; then
+  echo "--push would publish a build of no git commit: build from a git checkout, or set" \
+    "ALLOW_UNCOMMITTED=1 to publish it anyway." >&2
   exit 2
 fi
 if [[ "${PLATFORMS:-}" == *,* && -z "$destination" ]]; then

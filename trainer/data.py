@@ -7,6 +7,8 @@ indexing (no DataLoader, no per-sample PIL or transform work).
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
 import itertools
 import math
 import socket
@@ -37,6 +39,10 @@ NUM_CLASSES = 10
 # Generated data is independent of --seed, so every run sees the same train/test split.
 GENERATED_DATA_SEED = 0
 SYNTHETIC_SIZES = (60_000, 10_000)
+# The UCI handwritten digits as scikit-learn ships them: a row per image, its 8x8 pixels (0-16) and
+# then its label. The images carry the file in this package (docker/Dockerfile takes it from the
+# scikit-learn wheel that docker/constraints.txt pins), so they need no scikit-learn and SciPy.
+DIGITS_FILE = "digits.csv.gz"
 # Per socket operation: torchvision's downloads set none, and a stalled mirror would hang rank 0
 # forever while its peers time out and restart.
 DOWNLOAD_TIMEOUT_SECONDS = 60.0
@@ -242,15 +248,34 @@ def _socket_timeout(seconds: float):
         socket.setdefaulttimeout(previous)
 
 
+def digits_file() -> Path:
+    """The digits' file: this package's copy (the images'), else scikit-learn's, found without importing it."""
+    candidates = [Path(__file__).with_name(DIGITS_FILE)]
+    sklearn = importlib.util.find_spec("sklearn")
+    if sklearn is not None:
+        candidates += [Path(root, "datasets", "data", DIGITS_FILE) for root in sklearn.submodule_search_locations or ()]
+    found = next((candidate for candidate in candidates if candidate.is_file()), None)
+    if found is None:
+        raise DatasetUnavailable(
+            "digits: its data comes with scikit-learn, which is not installed here: "
+            "pip install 'pytorchjob-mnist[digits]' (or scikit-learn), or choose --dataset synthetic."
+        )
+    return found
+
+
+def _read_digits() -> tuple[torch.Tensor, torch.Tensor]:
+    """The digits' 8x8 images (pixel values 0-16, as float32) and their labels, as load_digits gives them."""
+    with gzip.open(digits_file(), "rt") as rows:
+        table = torch.tensor([[float(value) for value in row.split(",")] for row in rows if row.strip()])
+    return table[:, :-1].reshape(-1, 8, 8), table[:, -1].to(torch.int64)
+
+
 def _load_digits() -> Dataset:
     """scikit-learn's bundled 8x8 handwritten digits, placed like MNIST: 20x20 inside 28x28."""
-    from sklearn.datasets import load_digits
-
-    bunch = load_digits()
-    images = torch.as_tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0
+    pixels, labels = _read_digits()
+    images = pixels.unsqueeze(1) / 16.0
     images = F.interpolate(images, size=(20, 20), mode="bilinear", align_corners=False)
     images = F.pad(images, (4, 4, 4, 4))
-    labels = torch.as_tensor(bunch.target, dtype=torch.int64)
     order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(GENERATED_DATA_SEED))
     test_count = len(labels) // 5
     test, train = order[:test_count], order[test_count:]

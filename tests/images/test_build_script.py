@@ -6,12 +6,15 @@ import itertools
 import os
 import shutil
 import subprocess
+import tarfile
+import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.support.dockerfile import source_revision
+from tests.support.dockerfile import CHECKOUT_FILES, lib_sh, make_checkout, source_revision
 from tests.support.paths import REPO
+from tests.support.podman import podman, podman_unusable
 from tests.support.version import PROJECT_VERSION
 
 BUILD_SCRIPT = REPO / "ci" / "build-image.sh"
@@ -98,22 +101,17 @@ def test_a_fork_built_in_github_actions_labels_its_own_repository(recording_tool
     )
 
 
-def test_the_revision_label_marks_uncommitted_edits(tmp_path, recording_tool):
+def test_the_revision_label_marks_uncommitted_edits_to_the_build_inputs_only(tmp_path, recording_tool):
+    """-dirty, and a refused --push naming the files, for edits the image would hold (the build context that
+    .dockerignore leaves, and the Dockerfile); none for a chart's values, which the image never contains."""
     tool, record = recording_tool
-    repo = tmp_path / "repo"
-    (repo / "ci").mkdir(parents=True)
+    repo, git = make_checkout(tmp_path / "repo", CHECKOUT_FILES)
     script = repo / "ci" / BUILD_SCRIPT.name
-    script.write_bytes(BUILD_SCRIPT.read_bytes())
-    script.chmod(0o755)
-    shutil.copy(BUILD_SCRIPT.with_name("lib.sh"), repo / "ci")  # which the script sources
-    (repo / "pyproject.toml").write_text('version = "1.2.3"\n')
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
-    for command in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "c"]):
-        subprocess.run([*git, *command], check=True)
     commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
 
     def revision_label() -> str:
-        assert build(tool, script=script, IMG="t:cpu").returncode == 0
+        result = build(tool, script=script, IMG="t:cpu")
+        assert result.returncode == 0, result.stderr
         args = record.read_text().splitlines()
         return next(
             b.split("=", 1)[1]
@@ -122,14 +120,121 @@ def test_the_revision_label_marks_uncommitted_edits(tmp_path, recording_tool):
         )
 
     assert revision_label() == commit
-    (repo / "pyproject.toml").write_text('version = "1.2.4"\n')
-    assert revision_label() == commit + "-dirty"
-    refused = build(tool, "--push", script=script, IMG="t:cpu")
-    assert (
-        refused.returncode == 2
-        and f"--push would publish uncommitted edits (revision {commit}-dirty)" in refused.stderr
-    )
-    assert build(tool, "--push", script=script, IMG="t:cpu", ALLOW_UNCOMMITTED="1").returncode == 0
+    (repo / "charts/pytorchjob-mnist/values.yaml").write_text("workers: 2\n")
+    (repo / "charts/pytorchjob-mnist/new-values.yaml").write_text("workers: 3\n")
+    assert revision_label() == commit, "chart edits are not in the image"
+    assert build(tool, "--push", script=script, IMG="t:cpu").returncode == 0
+
+    for edit in ("trainer/cli.py", "trainer/new.py", "docker/Dockerfile"):
+        (repo / edit).write_text("changed = True\n")
+        assert revision_label() == commit + "-dirty", edit
+        noted = build(tool, script=script, IMG="t:cpu")
+        assert f"Building uncommitted edits to the image's build inputs ({edit})" in noted.stderr
+        refused = build(tool, "--push", script=script, IMG="t:cpu")
+        assert refused.returncode == 2, refused.stderr
+        assert f"--push would publish uncommitted edits to the image's build inputs: {edit}." in refused.stderr
+        assert build(tool, "--push", script=script, IMG="t:cpu", ALLOW_UNCOMMITTED="1").returncode == 0
+        subprocess.run([*git, "checkout", "-q", "--", "."], check=True)
+        (repo / "trainer/new.py").unlink(missing_ok=True)
+    (repo / "trainer/cli.py").unlink()
+    assert revision_label() == commit + "-dirty", "a deleted input is an edit too"
+
+
+# Every kind of .dockerignore pattern, for the build context's files as podman decides them.
+DOCKERIGNORE = """# a comment line
+*
+!keep.txt
+!/src/
+src/**/*.tmp
+!src/keep/*.tmp
+  !docs/guide?.md
+docs/guide9.md
+**/__pycache__
+build/
+!build/out/*.whl
+./lib/a[0-9].py
+!lib
+lib/skip.py
+"""
+CONTEXT_FILES = (
+    "keep.txt",
+    "other.txt",
+    "src/a.py",
+    "src/b.tmp",
+    "src/deep/c.tmp",
+    "src/keep/d.tmp",
+    "src/__pycache__/a.pyc",
+    "docs/guide1.md",
+    "docs/guide9.md",
+    "docs/guide10.md",
+    "build/out/x.whl",
+    "build/out/y.txt",
+    "lib/a1.py",
+    "lib/ab.py",
+    "lib/skip.py",
+    "lib/sub/z.py",
+)
+
+
+def context_kept_by_podman(context: Path) -> set[str]:
+    """The files a podman build with `context` receives: what `COPY . /context/` puts in an image."""
+    containerfile = context.parent / "Containerfile"
+    containerfile.write_text("FROM scratch\nCOPY . /context/\n")
+    tag = f"localhost/context-probe:{uuid.uuid4().hex[:8]}"
+    podman("build", "--quiet", "--file", str(containerfile), "--tag", tag, str(context))
+    try:
+        container = podman("create", tag, "/none").stdout.strip()
+        try:
+            archive = context.parent / "context.tar"
+            podman("export", "--output", str(archive), container)
+            with tarfile.open(archive) as tar:
+                return {
+                    m.name.removeprefix("context/")
+                    for m in tar.getmembers()
+                    if not m.isdir() and m.name.startswith("context/")
+                }
+        finally:
+            podman("rm", container, check=False)
+    finally:
+        podman("rmi", tag, check=False)
+
+
+@pytest.mark.skipif(shutil.which("podman") is None, reason="podman is not installed: it decides the build context")
+@pytest.mark.parametrize("where", ["patterns", "repository"])
+def test_the_build_inputs_are_the_context_podman_sends(tmp_path, where):
+    """ci/lib.sh's reading of .dockerignore, which make push's check rests on, against buildah's own: for a
+    .dockerignore with every kind of pattern, and for this repository's."""
+    if reason := podman_unusable(rootful=False):
+        pytest.skip(reason)
+    if where == "patterns":
+        context = tmp_path / "context"
+        for name in CONTEXT_FILES:
+            (context / name).parent.mkdir(parents=True, exist_ok=True)
+            (context / name).write_text(name)
+        (context / ".dockerignore").write_text(DOCKERIGNORE)
+        files = [*CONTEXT_FILES, ".dockerignore"]
+    else:
+        context = REPO
+        listed = subprocess.run(
+            ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others"], capture_output=True, check=True
+        )
+        files = [name for name in listed.stdout.decode().split("\0") if name and (REPO / name).is_file()]
+    kept = set(lib_sh("in_build_context", context, stdin="\0".join(files) + "\0").splitlines())
+    assert kept == context_kept_by_podman(context)
+    if where == "patterns":
+        assert kept == {
+            "keep.txt",
+            "src/a.py",
+            "src/keep/d.tmp",
+            "docs/guide1.md",
+            "build/out/x.whl",
+            "lib/a1.py",
+            "lib/ab.py",
+            "lib/sub/z.py",
+        }
+    else:
+        assert {"pyproject.toml", "trainer/data.py", "docker/constraints.txt"} <= kept
+        assert not any(name.startswith(("charts/", "tests/")) for name in kept)
 
 
 def test_podman_is_told_how_to_publish_instead_of_push(recording_podman):

@@ -8,13 +8,13 @@ import re
 import tomllib
 from packaging.requirements import Requirement
 
-from tests.support.dockerfile import copies, env, runtime_env, stages
+from tests.support.dockerfile import DOCKERFILE, copies, env, runtime_env, runtime_user, stages
 from tests.support.paths import REPO
 
 
 def test_the_dependency_install_sees_only_the_requirement_list():
     """A pyproject.toml edit that keeps the dependencies (a version bump) must leave the dependency
-    install cached: re-run, it rewrites the runtime's 1-6 GB venv layer (pip stamps install-time mtimes),
+    install cached: re-run, it rewrites the runtime's 0.8-4 GB venv layer (pip stamps install-time mtimes),
     which every node then pulls again. So the stages that build /opt/venv copy nothing from the build
     context; the list comes from a stage that reads pyproject.toml."""
     all_stages = stages()
@@ -39,13 +39,13 @@ def test_the_dependency_install_sees_only_the_requirement_list():
 
 
 def test_the_images_other_packages_are_pinned_within_pyprojects_ranges():
-    """Two builds of one commit get the same numpy, scikit-learn, tensorboardX…; torch comes from build args."""
+    """Two builds of one commit get the same numpy, tensorboardX… and digits file (from scikit-learn's wheel,
+    pyproject's `digits` extra); torch comes from build args."""
     pins = dict(
         re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", (REPO / "docker" / "constraints.txt").read_text(), re.MULTILINE)
     )
-    dependencies = [
-        Requirement(d) for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
-    ]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    dependencies = [Requirement(d) for d in (*project["dependencies"], *project["optional-dependencies"]["digits"])]
     for requirement in dependencies:
         if requirement.name in ("torch", "torchvision"):
             continue
@@ -69,3 +69,16 @@ def test_the_runtime_env_suits_gpu_nodes_and_a_read_only_root():
     )
     # CUDA's JIT cache defaults to $HOME/.nv, read-only under the chart: it belongs in the cache volume.
     assert runtime["CUDA_CACHE_PATH"].startswith(runtime["XDG_CACHE_HOME"] + "/")
+
+
+def test_the_image_runs_as_a_user_no_host_account_takes():
+    """Numeric (runAsNonRoot can check it) and above 10000, clear of the UIDs hosts give their own users: a
+    process with a host user's UID acts as that user on whatever host files it reaches (a hostPath volume)."""
+    uid, gid = runtime_user()
+    assert uid > 10000 and gid > 10000
+
+
+def test_the_default_base_image_is_pinned_by_digest():
+    """A rebuild of one commit starts from the same base, whatever the tag points at later."""
+    (default,) = re.findall(r"^ARG BASE_IMAGE=(\S+)$", DOCKERFILE.read_text(), re.MULTILINE)
+    assert re.fullmatch(r"docker\.io/library/python:3\.11-slim-bookworm@sha256:[0-9a-f]{64}", default)

@@ -4,20 +4,21 @@ DDP job in each.
 The job is what the training-operator makes of the chart's default PyTorchJob, minus Kubernetes: a
 `<job>-master-0` and a `<job>-worker-0` container on one user-created network that resolve each other
 by name, the operator's env contract (MASTER_ADDR, MASTER_PORT=23456, WORLD_SIZE=2, RANK,
-PYTHONUNBUFFERED), UID 1000, read-only root filesystem with tmpfs at /tmp and the cache dir, and a
-host directory as the "PVC".
+PYTHONUNBUFFERED), the image's numeric user, read-only root filesystem with tmpfs at /tmp and the cache
+dir, and a host directory as the "PVC".
 
 It runs wherever rootful podman and debootstrap are installed (`.ci/run` installs them on Debian) and
 skips, saying what is missing, elsewhere; PODMAN_SMOKE=0 opts out. Measured on the 2-core
 sandbox (shared with other jobs): debootstrap base 2.1 min (then cached as an image tag until
 ci/podman/offline-base.sh changes), CPU image build 3.6 min cold / 2-3 min after a trainer change (torch's
 layer cached) / 40 s when nothing changed, DDP run 0.7 min: about 6.5 min cold, 1.5-3.7 min warm.
-The CUDA image (about 6 GB, its wheels from PyPI) adds about 5.5 min cold, build and job.
+The CUDA image (about 4.2 GB, its wheels from PyPI) adds about 5.5 min cold, build and job.
 
 This sandbox cannot reach download.pytorch.org, so the CPU build takes torch from the local CPU wheel
 and torchvision from PyPI, whose Linux build is linked against CUDA torch and cannot load beside it.
-That job trains on `digits` (scikit-learn's bundled data); the trainer imports torchvision only to
-download missing files; the published CPU image gets torchvision's CPU build from the PyTorch index.
+That job trains on `digits` (scikit-learn's data file, which the image carries without scikit-learn); the
+trainer imports torchvision only to download missing files; the published CPU image gets torchvision's
+CPU build from the PyTorch index.
 The CUDA image is PyPI's torch and torchvision as published; with no GPU here it trains on the CPU,
 and its job reads FashionMNIST IDX files from a mounted directory.
 """
@@ -35,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dockerfile import source_revision
+from tests.support.dockerfile import runtime_user, source_revision
 from tests.support.idx import write_idx_dataset
 from tests.support.paths import REPO
 from tests.support.podman import PODMAN_DIR, podman, podman_env, podman_unusable
@@ -49,8 +50,17 @@ CACHE_ANCHOR = "localhost/pytorchjob-mnist/trainer:smoke-{variant}"
 # The CUDA build holds its venv in a build stage and in the image, beside pip's cache of the wheels.
 CUDA_BUILD_FREE_BYTES = 25 * 2**30
 CACHE_DIR = "/var/cache/trainer"  # the chart's scratch.cachePath and the image's XDG_CACHE_HOME
-# The chart's pod: its user, a read-only root filesystem, and writable /tmp and cache directories.
-AS_THE_CHART_RUNS_IT = ("--user", "1000:1000", "--read-only", "--tmpfs", "/tmp", "--tmpfs", f"{CACHE_DIR}:rw,mode=1777")
+UID, GID = runtime_user()
+# The chart's pod: its user (the image's), a read-only root filesystem, and writable /tmp and cache directories.
+AS_THE_CHART_RUNS_IT = (
+    "--user",
+    f"{UID}:{GID}",
+    "--read-only",
+    "--tmpfs",
+    "/tmp",
+    "--tmpfs",
+    f"{CACHE_DIR}:rw,mode=1777",
+)
 
 pytestmark = pytest.mark.slow
 
@@ -147,7 +157,7 @@ def test_dockerfile_refuses_an_unknown_variant(offline_base: str):
 
 def test_image_metadata(image: str):
     config = json.loads(podman("image", "inspect", image).stdout)[0]["Config"]
-    assert config["User"] == "1000:1000", "numeric non-root user, so runAsNonRoot can verify it"
+    assert config["User"] == f"{UID}:{GID}", "numeric non-root user, so runAsNonRoot can verify it"
     assert config["Entrypoint"] == ["python", "-m", "trainer"]
     env = dict(item.split("=", 1) for item in config["Env"])
     assert env["PYTHONUNBUFFERED"] == "1" and env["PYTHONDONTWRITEBYTECODE"] == "1"
@@ -173,12 +183,35 @@ def test_image_has_the_cpu_torch_build(image: str):
     assert version.endswith("+cpu") and cuda == "False", probe.stdout
 
 
+def test_the_image_holds_what_the_trainer_loads_and_its_user(image: str):
+    """The user has its passwd entry; pip, scikit-learn with SciPy, Triton and torch's headers and test
+    binaries stay out (docker/Dockerfile), the digits file comes in."""
+    probe = podman(
+        "run",
+        "--rm",
+        "--entrypoint",
+        "python",
+        image,
+        "-c",
+        "import getpass, importlib.util, os, pathlib, torch, trainer.data as data; "
+        "print(os.getuid(), os.getgid(), getpass.getuser()); "
+        "print(*[m for m in ('pip', 'sklearn', 'scipy', 'triton') if importlib.util.find_spec(m)]); "
+        "root = pathlib.Path(torch.__file__).parent; "
+        "print(*[p for p in ('include', 'test', 'bin/test_api') if (root / p).exists()]); "
+        "print(data.digits_file())",
+    )
+    ids, modules, torch_parts, digits = probe.stdout.splitlines()
+    assert ids == f"{UID} {GID} trainer"
+    assert modules == "" and torch_parts == "", probe.stdout
+    assert digits.endswith("/site-packages/trainer/digits.csv.gz")
+
+
 def run_ddp_job(image: str, output: Path, *trainer_args: str, volumes: tuple[str, ...] = ()) -> tuple[str, Path]:
     """Run the 2-replica job to the end; returns the master's log and its model directory."""
     job = f"smoke-{uuid.uuid4().hex[:8]}"
     network = f"{job}-net"
     output.mkdir()
-    os.chown(output, 1000, 1000)
+    os.chown(output, UID, GID)
     replicas = {f"{job}-master-0": 0, f"{job}-worker-0": 1}
     podman("network", "create", network)
     try:
@@ -288,11 +321,13 @@ def test_cuda_image_has_the_cuda_torch_build(cuda_image: str):
         "python",
         cuda_image,
         "-c",
-        "import torch, torch.distributed as dist, torchvision, trainer; "
-        "print(torch.version.cuda, torch.backends.cudnn.version(), dist.is_nccl_available())",
+        "import importlib.util, torch, torch.distributed as dist, torchvision, trainer; "
+        "print(torch.version.cuda, torch.backends.cudnn.version(), dist.is_nccl_available(), "
+        "importlib.util.find_spec('triton') is None)",
     )
-    cuda, cudnn, nccl = probe.stdout.split()
+    cuda, cudnn, nccl, no_triton = probe.stdout.split()
     assert cuda != "None" and cudnn != "None" and nccl == "True", probe.stdout
+    assert no_triton == "True", "only torch.compile loads Triton, and the image has no compiler for it"
 
 
 def test_cuda_image_ddp_job_reads_fashion_mnist_files(cuda_image: str, tmp_path: Path):

@@ -1,6 +1,6 @@
 """`make push` (ci/push-image.sh) against a real registry: Debian's docker-registry (the CNCF
 distribution registry) on loopback, with rootful podman. The images are tiny imports carrying the
-revision label ci/build-image.sh sets, so no image build is needed."""
+revision label ci/build-image.sh sets (ci/lib.sh's image_revision), so no image build is needed."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.support.dockerfile import CHECKOUT_FILES, make_checkout, source_revision
 from tests.support.paths import REPO
 from tests.support.podman import podman, podman_env, podman_unusable
 from tests.support.registry import MISSING as REGISTRY_MISSING
@@ -125,3 +127,52 @@ def test_refuses_a_missing_image_with_the_build_command(registry):
     result = make_push(f"{host}/pytorchjob-mnist/never-built:0.1.0-cpu", env)
     assert result.returncode != 0
     assert "There is no local image" in result.stderr and "make image" in result.stderr
+
+
+def push_from(repo: Path, img: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`repo`'s ci/push-image.sh (what `make push` runs) with podman."""
+    return subprocess.run(
+        [str(repo / "ci" / "push-image.sh")],
+        env={**env, "IMG": img, "CONTAINER_TOOL": "podman"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_uncommitted_edits_block_only_within_the_images_build_inputs(registry, labelled_image, tmp_path):
+    """A chart's values are not in the image: an edit there leaves the build pushable. An edit to trainer/
+    makes it -dirty, and make push names the file."""
+    _, env = registry
+    repo, _ = make_checkout(tmp_path / "repo", CHECKOUT_FILES)
+    (repo / "charts/pytorchjob-mnist/values.yaml").write_text("workers: 2\n")
+    img = labelled_image(source_revision(repo), "chart-edit")
+    pushed = push_from(repo, img, env)
+    assert pushed.returncode == 0, pushed.stderr
+    assert f"Pushed {img} as sha256:" in pushed.stdout
+
+    (repo / "trainer/cli.py").write_text("main = 1\n")
+    img = labelled_image(source_revision(repo), "trainer-edit")
+    refused = push_from(repo, img, env)
+    assert refused.returncode == 2
+    assert "was built from uncommitted edits to its build inputs" in refused.stderr
+    assert "uncommitted now: trainer/cli.py)" in refused.stderr and "Pushed" not in refused.stdout
+
+
+def test_an_earlier_commits_image_is_pushed_while_its_build_inputs_are_heads(registry, labelled_image, tmp_path):
+    """Committing a chart edit after `make image` needs no rebuild; committing a trainer edit does, named."""
+    _, env = registry
+    repo, git = make_checkout(tmp_path / "repo", CHECKOUT_FILES)
+    built = source_revision(repo)
+    img = labelled_image(built, "earlier")
+    (repo / "charts/pytorchjob-mnist/values.yaml").write_text("workers: 2\n")
+    subprocess.run([*git, "commit", "-q", "-am", "chart"], check=True)
+    pushed = push_from(repo, img, env)
+    assert pushed.returncode == 0, pushed.stderr
+    assert f"{img} was built from {built}, whose build inputs are the same as HEAD's" in pushed.stdout
+
+    (repo / "trainer/cli.py").write_text("main = 1\n")
+    subprocess.run([*git, "commit", "-q", "-am", "trainer"], check=True)
+    refused = push_from(repo, img, env)
+    assert refused.returncode == 2
+    assert "and these build inputs differ: trainer/cli.py. Run make image again." in refused.stderr

@@ -78,7 +78,7 @@ def test_one_node_trains_in_the_local_process_backend(tmp_path, monkeypatch):
         func=train_digits,
         func_args={"out": str(tmp_path)},
         # A direct reference: the backend parses a name out of each entry, which a bare path lacks.
-        packages_to_install=[TORCH, f"pytorchjob-mnist @ {our_wheel(tmp_path).as_uri()}"],
+        packages_to_install=[TORCH, f"pytorchjob-mnist[digits] @ {our_wheel(tmp_path).as_uri()}"],
         # The backend's process gets this env alone; torchrun's store takes a port of its own, not 29500.
         env={"PET_MASTER_PORT": str(free_port()), "PATH": os.environ["PATH"]},
     )

@@ -1,9 +1,10 @@
 """docker/Dockerfile read as stages and instructions, for tests that check what it promises without a build,
-and the revision label ci/build-image.sh gives what it builds."""
+and the revision label ci/build-image.sh gives what it builds (ci/lib.sh)."""
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -49,10 +50,51 @@ def runtime_env() -> dict[str, str]:
     return env(list(stages().values())[-1][1])
 
 
+def runtime_user() -> tuple[int, int]:
+    """The runtime stage's numeric USER, as (UID, GID)."""
+    (user,) = [arguments for keyword, arguments in list(stages().values())[-1][1] if keyword == "USER"]
+    uid, gid = user.split(":")
+    return int(uid), int(gid)
+
+
 def source_revision(repo: Path = REPO) -> str:
-    """The commit checked out, with -dirty when tracked files differ from it; "unknown" outside git."""
-    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True)
-    if head.returncode != 0:
-        return "unknown"
-    changed = subprocess.run(["git", "-C", str(repo), "diff", "--quiet", "HEAD"]).returncode != 0
-    return head.stdout.strip() + ("-dirty" if changed else "")
+    """The revision label ci/build-image.sh gives a build of `repo` now (ci/lib.sh's image_revision): the
+    commit, with -dirty when the image's build inputs have uncommitted edits; "unknown" outside git."""
+    return lib_sh("image_revision", repo).strip()
+
+
+def lib_sh(function: str, repo: Path, stdin: str | None = None) -> str:
+    """The output of ci/lib.sh's `function` for `repo`, fed `stdin`."""
+    return subprocess.run(
+        ["bash", "-c", f'source "{REPO / "ci" / "lib.sh"}" && {function} "$1"', "lib.sh", str(repo)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def make_checkout(directory: Path, files: dict[str, str]) -> tuple[Path, list[str]]:
+    """A git checkout at `directory` with ci/build-image.sh, ci/push-image.sh, ci/lib.sh, the repository's
+    .dockerignore and `files` (path -> content), all committed; returns it and its git command line."""
+    for script in ("build-image.sh", "push-image.sh", "lib.sh"):
+        target = directory / "ci" / script
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / "ci" / script, target)
+    shutil.copy(REPO / ".dockerignore", directory)
+    for name, content in files.items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_text(content)
+    git = ["git", "-C", str(directory), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for command in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "c"]):
+        subprocess.run([*git, *command], check=True)
+    return directory, git
+
+
+# Build inputs (pyproject.toml, trainer/, the Dockerfile) and a file the image never holds (a chart's values).
+CHECKOUT_FILES = {
+    "pyproject.toml": 'version = "1.2.3"\n',
+    "trainer/cli.py": "main = None\n",
+    "charts/pytorchjob-mnist/values.yaml": "workers: 1\n",
+    "docker/Dockerfile": "FROM scratch\n",
+}

@@ -247,6 +247,54 @@ def test_digits_are_mnist_shaped_with_a_fixed_split():
     assert set(first.train_labels.tolist()) == set(range(10))
 
 
+def test_digits_are_scikit_learns_read_without_importing_it():
+    """The images ship the file without scikit-learn and SciPy (docker/Dockerfile), so the trainer reads
+    it itself: the same pixels and labels as scikit-learn's load_digits, and neither package imported."""
+    from sklearn.datasets import load_digits
+
+    pixels, labels = data._read_digits()
+    bunch = load_digits()
+    assert torch.equal(pixels, torch.as_tensor(bunch.images, dtype=torch.float32))
+    assert torch.equal(labels, torch.as_tensor(bunch.target, dtype=torch.int64))
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from trainer import data; data.load('digits', '.', download=False); "
+            "print(sorted(name for name in ('sklearn', 'scipy') if name in sys.modules))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert loaded.returncode == 0 and loaded.stdout.strip() == "[]", loaded.stderr
+
+
+def test_digits_without_scikit_learn_fail_naming_the_fix(tmp_path):
+    """Where neither the package's copy nor scikit-learn is there (a plain `pip install`), `--dataset digits`
+    stops with the install to run; a fallback chain moves on to its next dataset."""
+    assert not (REPO / "trainer" / data.DIGITS_FILE).exists(), "only the images' build puts a copy there"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            # None in sys.modules makes an import fail as if the package were not installed.
+            "import sys; sys.modules['sklearn'] = None; from trainer.cli import main; sys.exit(main(sys.argv[1:]))",
+            "--dataset",
+            "digits",
+            "--dir",
+            "",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert run.returncode == DatasetUnavailable.exit_code, run.stdout + run.stderr
+    assert "pip install 'pytorchjob-mnist[digits]' (or scikit-learn), or choose --dataset synthetic" in run.stderr
+
+
 def test_limited_takes_the_first_samples():
     """The same samples on every run and every rank, images and labels cut alike."""
     full = data.load("synthetic", "unused", download=False)
