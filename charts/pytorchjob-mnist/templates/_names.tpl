@@ -63,6 +63,12 @@ annotations:
 {{- end }}
 {{- end }}
 
+{{/* The manager that hands a job to MultiKueue (kueue.multiKueue): the value of the job's managedBy
+field, which this cluster's controller leaves to Kueue and Kueue dispatches on. */}}
+{{- define "pytorchjob-mnist.multiKueueManager" -}}
+kueue.x-k8s.io/multikueue
+{{- end }}
+
 {{- define "pytorchjob-mnist.claimName" -}}
 {{- default (printf "%s-storage" (include "pytorchjob-mnist.fullname" .)) .Values.persistence.existingClaim }}
 {{- end }}

@@ -86,7 +86,7 @@ def test_every_pod_can_run_as_a_given_service_account(helm, tmp_path, kind):
     trainers = [template["spec"] for template in trainer_pods(docs).values()]
     for spec in all_pod_specs(docs):
         assert spec["serviceAccountName"] == "mnist-reader"
-        if kind.sets_automount_token or spec not in trainers:
+        if kind.sets_automount_token(docs) or spec not in trainers:
             assert spec["automountServiceAccountToken"] is True
 
 
