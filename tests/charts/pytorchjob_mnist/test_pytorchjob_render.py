@@ -263,4 +263,5 @@ def test_argocd_example_skips_dry_run_and_helm_tests(rendered):
     docs = rendered["examples/argocd-values.yaml"]
     options = one(docs, "PyTorchJob")["metadata"]["annotations"]["argocd.argoproj.io/sync-options"]
     assert "SkipDryRunOnMissingResource=true" in options
+    assert "Replace=true" not in options, "a replace would recreate a job Kueue admitted (ci/argocd/README.md)"
     assert not by_kind(docs, "Pod")
