@@ -4,14 +4,19 @@ each child Application installs the chart version that release published, render
 
 from __future__ import annotations
 
+import copy
+import json
 import re
+import shutil
+import subprocess
 import tarfile
 
 import pytest
 import yaml
 
-from tests.support.helm import by_kind
+from tests.support.helm import by_kind, one
 from tests.support.paths import REPO
+from tests.support.pytorchjob_mnist import assert_valid_trainjob
 from tests.support.version import PROJECT_VERSION
 
 ARGOCD = REPO / "ci" / "argocd"
@@ -82,8 +87,9 @@ def test_sync_options():
     assert {"ServerSideApply=true", "RespectIgnoreDifferences=true"} <= set(operator["syncOptions"])
     job = APPS["pytorchjob-mnist"]["spec"]["syncPolicy"]
     assert "SkipDryRunOnMissingResource=true" in job["syncOptions"]
-    # Argo CD applies every object of a sync; the job's Replace=true would restart a training run.
-    assert "ApplyOutOfSyncOnly=true" in job["syncOptions"]
+    assert "ApplyOutOfSyncOnly=true" in job["syncOptions"], "a sync for another object leaves the job alone"
+    # Without it a sync would apply the manifest over the fields Kueue writes (ignoreDifferences).
+    assert "RespectIgnoreDifferences=true" in job["syncOptions"]
     assert job["retry"]["limit"] > 0 and job["retry"]["backoff"]["factor"] > 1
     assert APPS["pytorchjob-mnist"]["spec"]["source"]["helm"]["skipTests"] is True
 
@@ -141,20 +147,148 @@ def test_the_workload_application_renders_a_pytorchjob_of_the_released_image(hel
     }
     assert images == {released_image(APPS["pytorchjob-mnist"], "cpu")}
     assert released_image(APPS["pytorchjob-mnist"], "cpu").startswith(f"ghcr.io/{OWNER}/trainer:")
-    # The app's comment promises that a values change in Git recreates (re-runs) the finished job.
-    sync_options = jobs[0]["metadata"]["annotations"]["argocd.argoproj.io/sync-options"].split(",")
-    assert {"Replace=true", "Force=true", "SkipDryRunOnMissingResource=true"} <= set(sync_options)
+    assert_never_replaced(jobs[0])
     assert "ttlSecondsAfterFinished" not in jobs[0]["spec"].get("runPolicy", {}), (
         "self-heal would recreate a TTL-deleted job and train forever"
     )
 
 
+def assert_never_replaced(job: dict) -> None:
+    """Replace=true would delete and recreate a job Kueue admitted, as its fields make it differ from
+    Git, and RespectIgnoreDifferences would carry them into the new job (a second Kueue runtime patch)."""
+    sync_options = job["metadata"]["annotations"]["argocd.argoproj.io/sync-options"].split(",")
+    assert sync_options == ["SkipDryRunOnMissingResource=true"]
+
+
 def test_the_workload_application_deploys_a_trainjob_by_its_jobkind_parameter(helm):
-    """Set to TrainJob, the same Application renders one Kubeflow Trainer v2 job instead, recreated
-    on a values change like the PyTorchJob (a TrainJob's trainer is immutable, so it must be)."""
+    """Set to TrainJob, the same Application renders one Kubeflow Trainer v2 job instead."""
     docs = render_application(helm, "pytorchjob-mnist", jobKind="TrainJob")
     assert by_kind(docs, "PyTorchJob") == []
     (job,) = by_kind(docs, "TrainJob")
     assert job["spec"]["trainer"]["image"] == released_image(APPS["pytorchjob-mnist"], "cpu")
-    sync_options = job["metadata"]["annotations"]["argocd.argoproj.io/sync-options"].split(",")
-    assert {"Replace=true", "Force=true", "SkipDryRunOnMissingResource=true"} <= set(sync_options)
+    assert_never_replaced(job)
+
+
+# What Kueue v0.19 writes into a job it queues (the chart's kueue.queueName) and admits to a flavor.
+KUEUE_PLACEMENT = {
+    "nodeSelector": {"cloud.google.com/gke-nodepool": "training"},
+    "tolerations": [{"key": "training", "operator": "Exists", "effect": "NoSchedule"}],
+}
+KUEUE_POD_LABELS = {"kueue.x-k8s.io/podset": "node"}
+
+
+def kueue_admitted_trainjob(job: dict) -> dict:
+    """The live TrainJob: Kueue's webhook appended its runtime patch (manager kueue.x-k8s.io/manager)
+    and suspended the job; on admission its controller filled the patch and resumed the job; Trainer's
+    webhook stamped each patch's time."""
+    live = copy.deepcopy(job)
+    for patch in live["spec"]["runtimePatches"]:
+        patch["time"] = "2026-11-28T10:00:00Z"
+    kueue_patch = {
+        "manager": "kueue.x-k8s.io/manager",
+        "time": "2026-11-28T10:00:05Z",
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "spec": {
+                                    "template": {"metadata": {"labels": KUEUE_POD_LABELS}, "spec": KUEUE_PLACEMENT}
+                                }
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    live["spec"]["runtimePatches"].append(kueue_patch)
+    live["spec"]["suspend"] = False
+    return live
+
+
+def kueue_admitted_pytorchjob(job: dict) -> dict:
+    """The live PyTorchJob: Kueue resumed it and merged the flavor's placement into each replica."""
+    live = copy.deepcopy(job)
+    live["spec"]["runPolicy"]["suspend"] = False
+    for replica in live["spec"]["pytorchReplicaSpecs"].values():
+        template = replica["template"]
+        template["metadata"]["labels"].update(KUEUE_POD_LABELS)
+        template["spec"].setdefault("nodeSelector", {}).update(KUEUE_PLACEMENT["nodeSelector"])
+        template["spec"]["tolerations"] = template["spec"].get("tolerations", []) + KUEUE_PLACEMENT["tolerations"]
+    return live
+
+
+def jq(program: str, document: dict) -> object:
+    """Run the jq binary (Argo CD runs gojq, the same language)."""
+    result = subprocess.run(
+        ["jq", "-c", program], input=json.dumps(document), capture_output=True, text=True, check=True
+    )
+    return json.loads(result.stdout)
+
+
+def ignore_rule(group: str, kind: str) -> dict:
+    (rule,) = [
+        r for r in APPS["pytorchjob-mnist"]["spec"]["ignoreDifferences"] if (r["group"], r["kind"]) == (group, kind)
+    ]
+    return rule
+
+
+def test_the_ignored_kinds_are_the_charts_jobs(helm):
+    """Each rule names the group and kind of a job the chart renders (Argo CD matches them exactly)."""
+    rules = {(r["group"], r["kind"]) for r in APPS["pytorchjob-mnist"]["spec"]["ignoreDifferences"]}
+    jobs = set()
+    for job_kind in ("PyTorchJob", "TrainJob"):
+        job = one(render_application(helm, "pytorchjob-mnist", jobKind=job_kind), job_kind)
+        jobs.add((job["apiVersion"].split("/")[0], job["kind"]))
+    assert rules == jobs
+    assert all(
+        set(rule) == {"group", "kind", "jqPathExpressions"}
+        for rule in APPS["pytorchjob-mnist"]["spec"]["ignoreDifferences"]
+    )
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="needs the jq binary (Debian's jq package) on PATH")
+@pytest.mark.parametrize(
+    "job_kind, admitted, ignored",
+    [
+        ("TrainJob", kueue_admitted_trainjob, [["spec", "runtimePatches", 1], ["spec", "suspend"]]),
+        (
+            "PyTorchJob",
+            kueue_admitted_pytorchjob,
+            [
+                ["spec", "runPolicy", "suspend"],
+                ["spec", "pytorchReplicaSpecs", "Master", "template", "spec", "tolerations"],
+                ["spec", "pytorchReplicaSpecs", "Worker", "template", "spec", "tolerations"],
+            ],
+        ),
+    ],
+)
+def test_the_jq_paths_select_exactly_what_kueue_writes(helm, job_kind, admitted, ignored):
+    """On a job Kueue admitted, the rules' jq paths select Kueue's runtime patch (not the chart's) and
+    suspend; Argo CD deletes them (del(...)) from both sides before diffing."""
+    docs = render_application(helm, "pytorchjob-mnist", jobKind=job_kind, **{"kueue.queueName": "team-a"})
+    job = one(docs, job_kind)
+    live = admitted(job)
+    if job_kind == "TrainJob":  # the sample is one Trainer's API takes (the models make `time` a datetime)
+        assert_valid_trainjob(jq("del(.spec.runtimePatches[].time)", live), helm)
+    expressions = ignore_rule(job["apiVersion"].split("/")[0], job_kind)["jqPathExpressions"]
+    selected = [path for expression in expressions for path in jq(f"[path({expression})]", live)]
+    assert sorted(selected) == sorted(ignored)
+    normalized = live
+    for expression in expressions:
+        normalized = jq(f"del({expression})", normalized)
+    if job_kind == "TrainJob":
+        desired = job
+        for expression in expressions:
+            desired = jq(f"del({expression})", desired)
+        assert desired == job, "with a queue the chart renders neither Kueue's patch nor suspend"
+        (patch,) = normalized["spec"]["runtimePatches"]
+        assert patch["manager"] == job["spec"]["runtimePatches"][0]["manager"], "the chart's patch is still diffed"
+    else:
+        assert (
+            normalized["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["nodeSelector"]
+            == (KUEUE_PLACEMENT["nodeSelector"])
+        ), "a map: the diff ignores keys the manifest does not have"

@@ -124,6 +124,29 @@ def test_trainjob_testdata_are_valid_trainjobs():
         assert model.model_dump(mode="json", by_alias=True, exclude_none=True) == obj, path.name
 
 
+# Upstream's condition messages, by reason: JobSet v0.12 (constants.go, failure_policy.go's
+# messageWithFirstFailedJob; Trainer copies the JobSet's Completed and Failed conditions) and Trainer
+# v2.3.0 (pkg/constants: the deadline, suspend and resume messages).
+TRAINJOB_MESSAGES = {
+    "AllJobsCompleted": "jobset completed successfully",
+    "FailedJobs": "jobset failed due to one or more job failures (first failed job: {name}-node-0)",
+    "DeadlineExceeded": "TrainJob exceeded its active deadline",
+    "Suspended": "TrainJob is suspended",
+    "Resumed": "TrainJob is resumed",
+}
+
+
+def test_trainjob_testdata_carry_upstreams_messages():
+    reasons = set()
+    for path, obj, _ in health_cases(TRAINJOB_CHECK):
+        for condition in obj.get("status", {}).get("conditions", []):
+            if condition["message"]:  # one case has none, for the fallback to the reason
+                expected = TRAINJOB_MESSAGES[condition["reason"]].format(name=obj["metadata"]["name"])
+                assert condition["message"] == expected, path.name
+                reasons.add(condition["reason"])
+    assert reasons == set(TRAINJOB_MESSAGES)
+
+
 @pytest.mark.parametrize("check_dir", [PYTORCHJOB_CHECK, TRAINJOB_CHECK, T9K_CHECK], ids=lambda p: p.name)
 def test_a_condition_without_message_falls_back_to_its_reason(check_dir: Path):
     script = (check_dir / "health.lua").read_text()

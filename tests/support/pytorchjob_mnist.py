@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from kubeflow_trainer_api.models import TrainerV1alpha1TrainJob
+from kubeflow_trainer_api.models import TrainerV1alpha1TrainingRuntime, TrainerV1alpha1TrainJob
 
 from tests.support.crd import load_pytorchjob_crd, validate_custom_object
 from tests.support.helm import by_kind, one
@@ -115,10 +115,10 @@ PYTORCHJOB_CASES: dict[str, dict] = {
             "suspend": True,
         },
     },
-    "gang-scheduling-kueue": {
+    "gang-scheduling-kueue-multikueue": {
         "schedulerName": "volcano",
         "priorityClassName": "training-high",
-        "kueue": {"queueName": "team-a"},
+        "kueue": {"queueName": "team-a", "multiKueue": True},
         "runPolicy": {
             "schedulingPolicy": {
                 "minAvailable": 2,
@@ -161,11 +161,26 @@ TRAINJOB_CASES: dict[str, dict] = {
         "env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
     },
     "name-at-the-48-limit": {"fullnameOverride": "a" * 48},
+    "name-at-the-47-limit-of-eleven-nodes": {"fullnameOverride": "a" * 47, "workers": 10},
+    # The chart's own TrainingRuntime, with every value it lifts the TrainJob's refusal of, on MultiKueue.
+    "chart-runtime-exitcode-multikueue": {
+        "trainingRuntime": {"create": True},
+        "restartPolicy": "ExitCode",
+        "runPolicy": {"backoffLimit": 7},
+        "schedulerName": "volcano",
+        "priorityClassName": "training-high",
+        "workingDir": "/workspace",
+        "image": {"pullPolicy": "Always"},
+        "serviceAccount": {"name": "mnist-reader"},
+        "kueue": {"queueName": "team-a", "multiKueue": True},
+    },
+    "chart-runtime-defaults": {"trainingRuntime": {"create": True}, "runPolicy": {"backoffLimit": None}},
 }
 
 
-def pytorchjob_pods(job: dict) -> dict[str, dict]:
+def pytorchjob_pods(docs: list[dict]) -> dict[str, dict]:
     """The Master's and the Workers' pod templates."""
+    job = one(docs, "PyTorchJob")
     return {replica: spec["template"] for replica, spec in job["spec"]["pytorchReplicaSpecs"].items()}
 
 
@@ -176,21 +191,36 @@ def trainjob_patch(job: dict) -> dict:
     return replicated_job["template"]["spec"]["template"]
 
 
-def trainjob_pods(job: dict) -> dict[str, dict]:
-    """The node pod as the torch runtime builds it: the runtime's container `node` with the trainer's
-    image, command, args, env and resources, merged with the chart's patch."""
+def trainjob_runtime_pod(docs: list[dict]) -> dict:
+    """The pod template of the runtime's replicatedJob `node`: the chart's TrainingRuntime's
+    (trainingRuntime.create), else upstream's torch-distributed's, which sets only the container's
+    image (the trainer's replaces it)."""
+    runtimes = by_kind(docs, "TrainingRuntime")
+    if not runtimes:
+        return {"spec": {"containers": [{"name": "node"}]}}
+    (runtime,) = runtimes
+    (replicated_job,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    return replicated_job["template"]["spec"]["template"]
+
+
+def trainjob_pods(docs: list[dict]) -> dict[str, dict]:
+    """The node pod as the torch runtime builds it: the runtime's pod with its container `node` given
+    the trainer's image, command, args, env and resources, merged with the chart's patch."""
+    job = one(docs, "TrainJob")
     trainer = job["spec"]["trainer"]
     patch = trainjob_patch(job)
+    runtime_spec = dict(trainjob_runtime_pod(docs)["spec"])
+    (runtime_container,) = runtime_spec.pop("containers")
     spec = dict(patch["spec"])
     (container_patch,) = spec.pop("containers")
     container = {
-        "name": "node",
+        **runtime_container,
         "image": trainer["image"],
         **{key: trainer[key] for key in ("command", "args", "env") if key in trainer},
         "resources": trainer.get("resourcesPerNode", {}),
         **container_patch,
     }
-    return {"node": {"metadata": patch["metadata"], "spec": {**spec, "containers": [container]}}}
+    return {"node": {"metadata": patch["metadata"], "spec": {**runtime_spec, **spec, "containers": [container]}}}
 
 
 def assert_valid_pytorchjob(job: dict, helm) -> None:
@@ -204,6 +234,11 @@ def assert_valid_trainjob(job: dict, helm) -> None:
     assert TrainerV1alpha1TrainJob.from_dict(job).to_dict() == job, "fields were lost in the round trip"
 
 
+def assert_valid_training_runtime(runtime: dict) -> None:
+    """The chart's TrainingRuntime through the same models, with the same round trip."""
+    assert TrainerV1alpha1TrainingRuntime.from_dict(runtime).to_dict() == runtime, "fields were lost in the round trip"
+
+
 @dataclass(frozen=True)
 class Kind:
     """A value of jobKind, and what the shared checks need to know of the job it renders."""
@@ -212,14 +247,17 @@ class Kind:
     api_version: str
     # Combinations only this kind renders, beside SHARED_CASES (its values files are found by their jobKind).
     cases: dict[str, dict]
-    # The trainer's pod templates as the pods will run, by role.
-    trainer_pods: Callable[[dict], dict[str, dict]]
+    # The trainer's pod templates as the pods will run, by role, from the rendered documents.
+    trainer_pods: Callable[[list[dict]], dict[str, dict]]
     # Raises unless the job is one its API accepts: assert_valid(job, helm).
     assert_valid: Callable[[dict, object], None]
     # The trainer container's name.
     container: str
-    # Whether the trainer pods take serviceAccount.automountToken (a TrainJob's runtime patch cannot set it).
-    sets_automount_token: bool = True
+    # The kinds of custom objects it renders beside the job (validated by the kind's own tests).
+    other_custom_kinds: tuple[str, ...] = ()
+    # Whether the trainer pods take serviceAccount.automountToken, from the rendered documents (a
+    # TrainJob's only on the chart's own TrainingRuntime: a runtime patch cannot set it).
+    sets_automount_token: Callable[[list[dict]], bool] = lambda docs: True
 
     def values(self, values: dict) -> dict:
         """`values` under this kind."""
@@ -236,7 +274,8 @@ TRAINJOB = Kind(
     trainjob_pods,
     assert_valid_trainjob,
     "node",
-    sets_automount_token=False,
+    other_custom_kinds=("TrainingRuntime",),
+    sets_automount_token=lambda docs: bool(by_kind(docs, "TrainingRuntime")),
 )
 KINDS = (PYTORCHJOB, TRAINJOB)
 
@@ -289,7 +328,7 @@ def job_of(docs: list[dict]) -> dict:
 
 def trainer_pods(docs: list[dict]) -> dict[str, dict]:
     """The trainer's pod templates, as the pods will run, by role (the PyTorchJob's replicas, the TrainJob's node)."""
-    return kind_of(docs).trainer_pods(job_of(docs))
+    return kind_of(docs).trainer_pods(docs)
 
 
 def trainer_container(docs: list[dict], role: str | None = None) -> dict:

@@ -18,10 +18,26 @@ generated flags, which are the trainer's: a user's own command gets only its own
 hook of a kind that runs trainerCommand. */}}
 {{- define "pytorchjob-mnist.trainerContainerArgs" -}}
 {{- if .Values.args }}
-{{- toYaml .Values.args }}
+{{- include "pytorchjob-mnist.stringList" .Values.args | fromJsonArray | toYaml }}
 {{- else if not .Values.command }}
 {{- include "pytorchjob-mnist.trainerArgs" . }}
 {{- end }}
+{{- end }}
+
+{{/* A list of words from values (`args`, `training.extraArgs`) as a JSON array of strings, which
+container args must be: `--set training.extraArgs={--limit-train,3000}` passes 3000 as a number, a
+values file `true` as a boolean. Whole numbers go through int64, since a values file's are floats,
+which toString writes as 1e+06. */}}
+{{- define "pytorchjob-mnist.stringList" -}}
+{{- $words := list }}
+{{- range . }}
+{{- if and (kindIs "float64" .) (eq (float64 (int64 .)) .) }}
+{{- $words = append $words (int64 . | toString) }}
+{{- else }}
+{{- $words = append $words (toString .) }}
+{{- end }}
+{{- end }}
+{{- toJson $words }}
 {{- end }}
 
 {{/* The trainer container's workingDir ("" = the image's). The image's is read-only

@@ -19,10 +19,11 @@ Hooks:
 - validate: `fail` guards for what the kind cannot do with these values, each message naming
   the value and the fix. Runs after the shared name and device guards (backend, image, GPU
   resources), before the process, storage, pod and trainer ones.
-- unsupportedValues: YAML {alternative: "...", values: {<path>: {default: ..., why: "..."}}}: the
-  values the kind has no counterpart for, with their defaults in values.yaml (a test keeps the two
-  alike) and why. One shared guard refuses any of them off its default, naming the key, the why
-  and the alternative.
+- unsupportedValues: YAML {alternative: "...", values: {<path>: {default: ..., why: "...",
+  liftedBy: <path>}}}: the values the kind has no counterpart for, with their defaults in values.yaml
+  (a test keeps the two alike) and why; liftedBy (optional) names a boolean value that gives the kind
+  a counterpart when true. One shared guard refuses any of them off its default, unless its liftedBy
+  is true, naming the key, the why, liftedBy and the alternative.
 - command, args: the trainer container's command and args as YAML lists, empty for none (the
   image's entrypoint; no args). pytorchjob-mnist.trainerCommand and trainerContainerArgs are the
   ones for a controller that starts the container's command as it is.

@@ -40,9 +40,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/*
 The job's labels: all but helm.sh/chart and app.kubernetes.io/version. Those change with every
-release, and a changed job is a replaced one under Argo CD (Replace=true), which would restart a
-running job for a release that changed nothing about it (a pinned image.tag or digest keeps the
-image; the default tag changes with appVersion and so restarts it anyway).
+release, and the job's manifest should change only when the job does: Argo CD would otherwise show a
+running job OutOfSync after a release that changed nothing about it, and a sync option such as
+Replace=true would restart it (a pinned image.tag or digest keeps the image; the default tag
+changes with appVersion, and so the job).
 */}}
 {{- define "pytorchjob-mnist.jobLabels" -}}
 {{- omit (include "pytorchjob-mnist.labels" . | fromYaml) "helm.sh/chart" "app.kubernetes.io/version" | toYaml }}
@@ -61,6 +62,12 @@ labels:
 annotations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end }}
+
+{{/* The manager that hands a job to MultiKueue (kueue.multiKueue): the value of the job's managedBy
+field, which this cluster's controller leaves to Kueue and Kueue dispatches on. */}}
+{{- define "pytorchjob-mnist.multiKueueManager" -}}
+kueue.x-k8s.io/multikueue
 {{- end }}
 
 {{- define "pytorchjob-mnist.claimName" -}}

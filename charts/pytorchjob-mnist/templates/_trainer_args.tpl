@@ -81,7 +81,7 @@ trainer records it in metrics.json, so `helm test` waits for a file from a run o
 instead of passing on one that other values left on the volume.
 */}}
 {{- define "pytorchjob-mnist.runId" -}}
-{{- dict "flags" (include "pytorchjob-mnist.trainingFlags" .) "extraArgs" (default list .Values.training.extraArgs)
+{{- dict "flags" (include "pytorchjob-mnist.trainingFlags" .) "extraArgs" (include "pytorchjob-mnist.extraArgs" . | fromJsonArray)
   "workers" (int .Values.workers) "nprocPerNode" (include "pytorchjob-mnist.nprocPerNode" .)
   "torchrun" (eq (include "pytorchjob-mnist.torchrun" .) "true") "image" (include "pytorchjob-mnist.trainerImage" .) "jobKind" .Values.jobKind
   | toJson | sha256sum | trunc 16 }}
@@ -110,5 +110,10 @@ checkpoints they cannot resume. extraArgs come last so that a user's flags win.
   "--log-dir" (printf "%s/%s" (include "pytorchjob-mnist.tensorboardDir" .) $runId)
   "--run-id" $runId }}
 {{- $flags := include "pytorchjob-mnist.trainingFlags" . | fromJsonArray }}
-{{- toYaml (concat $flags $runFlags (default list .Values.training.extraArgs)) }}
+{{- toYaml (concat $flags $runFlags (include "pytorchjob-mnist.extraArgs" . | fromJsonArray)) }}
+{{- end }}
+
+{{/* training.extraArgs as a JSON array of strings. */}}
+{{- define "pytorchjob-mnist.extraArgs" -}}
+{{- include "pytorchjob-mnist.stringList" (default list .Values.training.extraArgs) }}
 {{- end }}

@@ -58,17 +58,27 @@ Included once, from the job kind's template; the first guard that fails ends the
 {{- end }}
 {{- end }}
 
-{{/* The values the job kind has no counterpart for (its unsupportedValues hook) must keep their defaults. */}}
+{{/* The values the job kind has no counterpart for (its unsupportedValues hook) must keep their
+defaults, unless the value its entry names as liftedBy is true. */}}
 {{- define "pytorchjob-mnist.validate.unsupportedValues" -}}
 {{- $kind := .Values.jobKind }}
 {{- $unsupported := include "pytorchjob-mnist.kindHook" (list "unsupportedValues" .) | fromYaml }}
 {{- range $path, $value := $unsupported.values }}
-{{- $set := $.Values }}
-{{- range splitList "." $path }}{{ $set = index (default dict $set) . }}{{ end }}
-{{- if ne (toJson $set) (toJson $value.default) }}
-{{- fail (printf "%s: %s with jobKind %s has no %s counterpart: %s; leave %s at its default (%s), or %s" $path (toJson $set) $kind $kind $value.why $path (toJson $value.default) $unsupported.alternative) }}
+{{- $lifted := and $value.liftedBy (eq (include "pytorchjob-mnist.valueAt" (list $ $value.liftedBy)) "true") }}
+{{- $set := include "pytorchjob-mnist.valueAt" (list $ $path) }}
+{{- if and (not $lifted) (ne $set (toJson $value.default)) }}
+{{- $lift := "" }}
+{{- with $value.liftedBy }}{{ $lift = printf ", set %s=true" . }}{{ end }}
+{{- fail (printf "%s: %s with jobKind %s has no %s counterpart: %s; leave %s at its default (%s)%s, or %s" $path $set $kind $kind $value.why $path (toJson $value.default) $lift $unsupported.alternative) }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/* The value at a dotted path, as JSON: include "pytorchjob-mnist.valueAt" (list $ "runPolicy.suspend"). */}}
+{{- define "pytorchjob-mnist.valueAt" -}}
+{{- $value := (index . 0).Values }}
+{{- range splitList "." (index . 1) }}{{ $value = index (default dict $value) . }}{{ end }}
+{{- toJson $value }}
 {{- end }}
 
 {{/* Processes per pod: without torchrun one, and with GPUs one per GPU at most. */}}
@@ -145,11 +155,14 @@ Fixed paths come first, so a collision always names a value that can move. */}}
 {{- end }}
 {{- end }}
 
-{{/* Labels and Kueue's queue. */}}
+{{/* Labels and Kueue's queue and MultiKueue. */}}
 {{- define "pytorchjob-mnist.validate.pod" -}}
 {{- $kueue := .Values.kueue.queueName }}
 {{- if and $kueue .Values.runPolicy.suspend }}
 {{- fail (printf "runPolicy.suspend=true with kueue.queueName %q: Kueue owns runPolicy.suspend (it keeps the job suspended until admitted); leave runPolicy.suspend false, or clear kueue.queueName to suspend the job yourself" $kueue) }}
+{{- end }}
+{{- if and .Values.kueue.multiKueue (not $kueue) }}
+{{- fail "kueue.multiKueue=true without kueue.queueName: the job's controller leaves a MultiKueue job to Kueue, which admits only queued jobs, so it would never run; set kueue.queueName to a LocalQueue whose ClusterQueue has a MultiKueue AdmissionCheck, or kueue.multiKueue=false" }}
 {{- end }}
 {{- /* A repeated key would render twice; the chart's own select the pods that share the volume.
 They are its object labels plus the component label of every pod. */}}
@@ -164,10 +177,18 @@ They are its object labels plus the component label of every pod. */}}
 {{- end }}
 {{- end }}
 
-{{/* The trainer's command, and flags it would refuse (test_shared_trainer.py checks that it does). */}}
+{{/* The trainer's command and env, and flags it would refuse (test_shared_trainer.py checks that it does). */}}
 {{- define "pytorchjob-mnist.validate.trainer" -}}
 {{- if and .Values.command .Values.wrapCommand }}
 {{- fail "command and wrapCommand are both set: wrapCommand goes before the chart's trainer command, which command replaces; put the wrapper into command, or clear command" }}
+{{- end }}
+{{- /* env is a keyed list: the API server refuses a container with two variables of one name. */}}
+{{- $envNames := dict }}
+{{- range .Values.env }}
+{{- if hasKey $envNames .name }}
+{{- fail (printf "env: %s is listed twice, and a container's variables must have distinct names; keep one entry named %s in env" .name .name) }}
+{{- end }}
+{{- $_ := set $envNames .name true }}
 {{- end }}
 {{- /* The trainer refuses Nesterov without momentum (exit 2 in every pod); extraArgs come last, so --no-nesterov there wins. */}}
 {{- $t := .Values.training }}

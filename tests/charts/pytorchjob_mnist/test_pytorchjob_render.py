@@ -117,7 +117,7 @@ def test_pull_policy_reaches_the_trainer(rendered):
 
 
 def test_scheduling_gang_and_kueue(rendered):
-    job = one(rendered["gang-scheduling-kueue"], "PyTorchJob")
+    job = one(rendered["gang-scheduling-kueue-multikueue"], "PyTorchJob")
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     assert job["spec"]["runPolicy"]["schedulingPolicy"] == {
         "minAvailable": 2,
@@ -132,10 +132,18 @@ def test_scheduling_gang_and_kueue(rendered):
 def test_kueue_queue_leaves_suspend_to_kueue(rendered):
     """Kueue suspends a queued job and resumes it on admission; a rendered `suspend: false` would
     be reverted by Argo CD self-heal or helm upgrade."""
-    run_policy = one(rendered["gang-scheduling-kueue"], "PyTorchJob")["spec"]["runPolicy"]
+    run_policy = one(rendered["gang-scheduling-kueue-multikueue"], "PyTorchJob")["spec"]["runPolicy"]
     assert "suspend" not in run_policy
     assert run_policy["backoffLimit"] == 3, "the rest of runPolicy is still rendered"
     assert one(rendered["defaults"], "PyTorchJob")["spec"]["runPolicy"]["suspend"] is False
+
+
+def test_multikueue_sets_the_run_policys_managed_by(rendered):
+    """The training-operator v1.9.4 leaves a job managed by kueue.x-k8s.io/multikueue to Kueue, which
+    dispatches it (the CRD check of every case is test_shared_matrix.py's)."""
+    run_policy = one(rendered["gang-scheduling-kueue-multikueue"], "PyTorchJob")["spec"]["runPolicy"]
+    assert run_policy["managedBy"] == "kueue.x-k8s.io/multikueue"
+    assert "managedBy" not in one(rendered["defaults"], "PyTorchJob")["spec"]["runPolicy"]
 
 
 def test_run_policy_and_restart_policy(rendered):
@@ -255,4 +263,5 @@ def test_argocd_example_skips_dry_run_and_helm_tests(rendered):
     docs = rendered["examples/argocd-values.yaml"]
     options = one(docs, "PyTorchJob")["metadata"]["annotations"]["argocd.argoproj.io/sync-options"]
     assert "SkipDryRunOnMissingResource=true" in options
+    assert "Replace=true" not in options, "a replace would recreate a job Kueue admitted (ci/argocd/README.md)"
     assert not by_kind(docs, "Pod")

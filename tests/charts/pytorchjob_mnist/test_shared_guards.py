@@ -94,6 +94,12 @@ GUARDS = {
         {"command": ["python", "/app/train.py"], "wrapCommand": ["py-spy", "record", "--"]},
         "command and wrapCommand are both set",
     ),
+    # The API server refuses a container with two variables of one name, and the message names neither value.
+    "one-env-name-twice": (
+        {"env": [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "A", "value": "1"}, {"name": "NCCL_DEBUG"}]},
+        "env: NCCL_DEBUG is listed twice, and a container's variables must have distinct names; "
+        "keep one entry named NCCL_DEBUG in env",
+    ),
     # The default recipe's Nesterov momentum: the trainer would exit 2 in every pod.
     "zero-momentum-with-fast-recipe": (
         {"training": {"momentum": 0}},
@@ -247,3 +253,35 @@ def test_renders_as_an_optional_subchart(helm, tmp_path):
 def test_every_kind_is_a_value_the_schema_takes(helm):
     for kind in KINDS:
         assert job_of(helm.render(WORKLOAD_CHART, set_values=kind.values({})))["kind"] == kind.name
+
+
+def test_multikueue_sets_the_field_the_kind_dispatches_on_or_is_refused_by_name(helm, tmp_path, kind):
+    """kueue.multiKueue sets the job's managedBy to MultiKueue's manager, where the kind's API has one;
+    a kind without one refuses it as an unsupported value."""
+    values = kind.values({"kueue": {"queueName": "team-a", "multiKueue": True}})
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    result = helm.template(WORKLOAD_CHART, values_files=(path,))
+    if result.returncode:
+        assert "kueue.multiKueue: true with jobKind" in result.stderr, result.stderr
+        return
+    docs = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    managed_by = [
+        value
+        for key, value in _walk(job_of(docs)["spec"])
+        if key == "managedBy"  # a TrainJob's spec.managedBy, a PyTorchJob's spec.runPolicy.managedBy
+    ]
+    assert managed_by == ["kueue.x-k8s.io/multikueue"]
+    error = template_error(helm, kind.values({"kueue": {"multiKueue": True}}), tmp_path)
+    assert "kueue.multiKueue=true without kueue.queueName" in error and "set kueue.queueName to a LocalQueue" in error
+
+
+def _walk(node):
+    """Every (key, value) of a nested object."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield key, value
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _walk(item)

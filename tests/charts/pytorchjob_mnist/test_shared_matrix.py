@@ -85,14 +85,14 @@ def test_every_job_is_one_its_api_accepts(helm, rendered, kind):
 def test_every_builtin_manifest_validates_against_kubernetes_schemas(rendered, kind):
     for name, docs in rendered.items():
         for doc in docs:
-            if doc["kind"] == kind.name:
+            if doc["kind"] in (kind.name, *kind.other_custom_kinds):
                 continue
             assert_valid_in_every_version(doc, f"{name}: {doc['kind']}/{doc['metadata']['name']}")
 
 
 def test_every_trainer_pod_validates_against_kubernetes_schemas(rendered, kind):
     for name, docs in rendered.items():
-        for role, template in kind.trainer_pods(job_of(docs)).items():
+        for role, template in kind.trainer_pods(docs).items():
             pod = {
                 "apiVersion": "v1",
                 "kind": "Pod",
@@ -107,11 +107,11 @@ def test_every_trainer_pod_validates_against_kubernetes_schemas(rendered, kind):
 
 def test_every_pod_runs_restricted_and_read_only(rendered, kind):
     for name, docs in rendered.items():
-        trainer_specs = [template["spec"] for template in kind.trainer_pods(job_of(docs)).values()]
+        trainer_specs = [template["spec"] for template in kind.trainer_pods(docs).values()]
         for spec in all_pod_specs(docs):
             assert restricted_violations(spec, name) == []
             # No pod calls the Kubernetes API, so none carries a token (checkov CKV_K8S_38).
-            if kind.sets_automount_token or spec not in trainer_specs:
+            if kind.sets_automount_token(docs) or spec not in trainer_specs:
                 assert spec["automountServiceAccountToken"] is False, name
             for container in spec["containers"]:
                 assert container["securityContext"]["readOnlyRootFilesystem"] is True, name

@@ -78,3 +78,16 @@ def test_notes_do_not_offer_to_delete_an_existing_claim_or_spread_a_lone_pod(not
     text = notes("--set", "persistence.existingClaim=tutorial", "--set", "workers=0")
     assert "kubectl delete pvc" not in text, "the chart did not create the user's claim"
     assert "run on one node" not in text
+
+
+def test_notes_say_where_a_multikueue_job_runs(helm, notes, kind):
+    """A kind without a managedBy field refuses kueue.multiKueue (test_shared_guards.py)."""
+    values = kind.values({"kueue.queueName": "team-a", "kueue.multiKueue": True})
+    if helm.template(WORKLOAD_CHART, set_values=values).returncode:
+        return
+    text = " ".join(notes("--set", "kueue.queueName=team-a", "--set", "kueue.multiKueue=true").split())
+    assert "It is handed to MultiKueue (managedBy kueue.x-k8s.io/multikueue)" in text
+    assert (
+        "which needs namespace ml, LocalQueue team-a, the job's controller and every object the job refers to" in text
+    )
+    assert "MultiKueue" not in notes()

@@ -86,7 +86,7 @@ def test_every_pod_can_run_as_a_given_service_account(helm, tmp_path, kind):
     trainers = [template["spec"] for template in trainer_pods(docs).values()]
     for spec in all_pod_specs(docs):
         assert spec["serviceAccountName"] == "mnist-reader"
-        if kind.sets_automount_token or spec not in trainers:
+        if kind.sets_automount_token(docs) or spec not in trainers:
             assert spec["automountServiceAccountToken"] is True
 
 
@@ -121,9 +121,9 @@ def test_tensorboard_without_allowed_peers_accepts_no_connection(helm, tmp_path)
 
 
 def test_a_new_release_alone_leaves_a_pinned_job_unchanged(helm, tmp_path, kind):
-    """Argo CD replaces a changed job (Replace=true): a release that bumps only the chart's versions
-    must not restart a running job whose image is pinned, through its helm.sh/chart or
-    app.kubernetes.io/version label. Other objects keep the labels."""
+    """A release that bumps only the chart's versions must not change a job whose image is pinned,
+    through its helm.sh/chart or app.kubernetes.io/version label: Argo CD would show it OutOfSync, and
+    Replace=true would restart it. Other objects keep the labels."""
     bumped = tmp_path / WORKLOAD_CHART.name
     shutil.copytree(WORKLOAD_CHART, bumped)
     set_chart_field(bumped, "version", "99.0.0")

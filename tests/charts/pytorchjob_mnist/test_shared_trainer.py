@@ -143,6 +143,25 @@ def test_large_whole_numbers_from_a_values_file_stay_integers(helm, tmp_path):
     assert (flag(args, "--seed"), flag(args, "--checkpoint-every")) == ("20240101", "1000000")
 
 
+def test_numbers_and_booleans_in_extra_args_and_args_become_strings(helm, tmp_path, kind):
+    """`--set training.extraArgs={--limit-train,3000}` hands the chart the number 3000, and a values file
+    `true` a boolean; container args are strings. The run id does not depend on how they were written."""
+    words = ["--limit-train", "3000", "--eval", "true"]
+    from_set = trainer_container(helm.render(WORKLOAD_CHART, set_values=kind.values({"training.extraArgs": words})))
+    typed = ["--limit-train", 3000, "--eval", True]
+    from_file = trainer_container(render_with(helm, kind.values({"training": {"extraArgs": typed}}), tmp_path))
+    as_strings = trainer_container(render_with(helm, kind.values({"training": {"extraArgs": words}}), tmp_path))
+    for container in (from_set, from_file):
+        assert container["args"][-4:] == words
+        assert flag(container["args"], "--run-id") == flag(as_strings["args"], "--run-id")
+    values_file_numbers = ["--max", 1000000, "--ratio", 0.25]
+    args = trainer_container(render_with(helm, kind.values({"args": values_file_numbers}), tmp_path))["args"]
+    assert args == ["--max", "1000000", "--ratio", "0.25"], "a values file's whole numbers are floats"
+    assert trainer_container(helm.render(WORKLOAD_CHART, set_values=kind.values({"args": ["--epochs", "2"]})))[
+        "args"
+    ] == ["--epochs", "2"]
+
+
 def test_decimals_from_set_are_accepted(helm):
     """`--set` hands decimals to the chart as strings; they must still become trainer flags."""
     docs = helm.render(

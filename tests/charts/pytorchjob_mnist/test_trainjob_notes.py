@@ -1,5 +1,6 @@
-"""charts/pytorchjob-mnist's NOTES of a TrainJob: Trainer v2's commands, the values it ignores, and the
-token its pods still get."""
+"""charts/pytorchjob-mnist's NOTES of a TrainJob: Trainer v2's commands and versions, the values it
+ignores, the token its pods still get, the State column, what an upgrade cannot change, and the
+chart's own runtime."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ def kind():
 def test_notes_give_the_v2_commands(notes):
     text = notes()
     assert text.startswith("TrainJob mnist (2 nodes × 1 torchrun process(es), backend gloo, recipe fast, ")
-    assert "Kubeflow Trainer v2.2 or later" in text
+    assert "Kubeflow Trainer v2.2.0–v2.3.0 (checked)" in text
+    assert "Kubernetes 1.31 or later" in text, "upstream's kubeflow-trainer chart 2.3.0 needs it"
     assert "kubectl get trainjobs mnist -n ml -w" in text
     assert "-l jobset.sigs.k8s.io/jobset-name=mnist,jobset.sigs.k8s.io/replicatedjob-name=node," in text
     assert "batch.kubernetes.io/job-completion-index=0" in text
@@ -33,3 +35,30 @@ def test_notes_warn_that_the_trainjobs_pods_still_get_a_token(notes):
     assert "set automountServiceAccountToken: false on ServiceAccount default to drop it" in notes()
     assert "on ServiceAccount reader to drop it" in notes("--set", "serviceAccount.name=reader")
     assert warning not in notes("--set", "serviceAccount.automountToken=true")
+    assert warning not in notes("--set", "trainingRuntime.create=true"), "the chart's runtime sets it"
+
+
+def test_notes_name_the_charts_runtime_and_what_uninstall_leaves(notes):
+    text = notes("--set", "trainingRuntime.create=true")
+    assert "recipe fast, TrainingRuntime mnist of this release) was submitted" in text
+    assert "kubectl delete trainingruntime mnist -n ml" in text, "a hook, which helm uninstall leaves"
+    assert "and that runtime" not in text and "ignores those values" not in text
+    assert "ClusterTrainingRuntime torch-distributed) was submitted" in notes()
+
+
+def test_the_state_column_reads_suspended_after_a_resume(notes):
+    """kubectl's State column is the last condition's type, and resuming (Kueue's admission too) only
+    sets Suspended to False (Trainer v2.3.0's setSuspendedCondition)."""
+    assert "State column: empty while it runs, then Complete or Failed" in notes()
+    for flags in (("--set", "kueue.queueName=team-a"), ("--set", "runPolicy.suspend=true")):
+        text = notes(*flags)
+        assert "Suspended while it waits and still\n   after it is resumed or Kueue admits it" in text
+        assert "empty while it runs" not in text
+
+
+def test_notes_say_what_an_upgrade_cannot_change(notes):
+    text = " ".join(notes().split())
+    assert "Its trainer, runtimeRef, activeDeadlineSeconds and managedBy are immutable" in text
+    assert "volumes, mounts, security contexts, service account and pull secrets for good" in text
+    assert "placement, labels and annotations unless the job is suspended" in text
+    assert "delete it first (kubectl delete trainjob mnist -n ml), or suspend it" in text
