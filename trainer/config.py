@@ -26,6 +26,7 @@ class TrainConfig:
     checkpoint_every: int = 500  # steps; 0 checkpoints at epoch ends only
     compile: bool = False
     precision: str = "fp32"  # or bf16 (autocast); runtime.resolve_precision turns --precision into one
+    cuda_graphs: bool = False
 
     def global_batch(self, world_size: int) -> int:
         """The samples of one optimizer step over all `world_size` processes."""

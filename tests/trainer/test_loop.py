@@ -1,6 +1,7 @@
 """One training step of the Trainer against the same step written with torch's own SGD and
 cross_entropy, for each optimization flag: a flag the loop dropped would leave its step unchanged.
-And a global batch split over ranks against the same steps in one process."""
+And a global batch split over ranks against the same steps in one process, and where --cuda-graphs
+is refused (tests/trainer/test_cuda.py runs it on a GPU)."""
 
 import copy
 
@@ -92,4 +93,20 @@ def test_a_global_batch_smaller_than_the_world_size_is_refused():
     ctx = DistContext(0, 4, 0, 4, torch.device("cpu"), "gloo")  # refused before any collective
     config = TrainConfig(batch_size=None, global_batch_size=3)
     with pytest.raises(LaunchError, match=r"--global-batch-size 3 is smaller than the world size 4, so some"):
+        Trainer(Net(), _random_data(), ctx, config, Reporter(False, None), None)
+
+
+@pytest.mark.parametrize(
+    "ctx, compile, refusal",
+    [
+        (DistContext(0, 2, 0, 2, torch.device("cpu"), "gloo"), False, "--cuda-graphs runs in a single process"),
+        (ONE_RANK, False, "--cuda-graphs needs a CUDA GPU, and this process trains on the CPU"),
+        # Refused before anything touches the GPU, so this runs without one.
+        (DistContext(0, 1, 0, 1, torch.device("cuda", 0), "nccl"), True, "--cuda-graphs and --compile cannot be"),
+    ],
+    ids=["ranks", "cpu", "compile"],
+)
+def test_cuda_graphs_are_refused_where_they_cannot_run(ctx, compile, refusal):
+    config = TrainConfig(cuda_graphs=True, compile=compile)
+    with pytest.raises(LaunchError, match=refusal):
         Trainer(Net(), _random_data(), ctx, config, Reporter(False, None), None)
