@@ -250,6 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
         "pays off on long GPU runs)",
     )
     opt.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="capture the training step as a CUDA graph and replay it: one launch instead of dozens per step, "
+        "which bound the step at small batches (one process on a GPU only)",
+    )
+    opt.add_argument(
         "--precision",
         choices=PRECISIONS,
         default="auto",
