@@ -8,11 +8,12 @@ inside a one-rank group, SGD at lr 0.01 and momentum 0.5, batch 64), with its wa
 accuracy after each of its first epochs; and `mnist-train --recipe seed` and `--recipe fast`, with
 the wall time to their first evaluation at or above --target (0.99). Evaluations are those the
 trainer makes, one per epoch (docs/benchmark.md says why). The headline is the ratio of our time to
-the target over the seed's first epoch.
+the target over the seed's first epoch. A line follows with `--recipe fast` at 1, 2 and 4
+processes, started as a job's pods would be (on CPU).
 
 Throughput follows as secondary lines: both training loops in images/s at the same batch size (on
 CPU, the model FLOP utilization against a GEMM peak and a kernel floor: the model's convolutions and
-matmuls alone; on CUDA, at batch 64 and 512, with and without --compile).
+matmuls alone; on CUDA, at batch 64 and 512, eager, with --compile and with --cuda-graphs).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import json
 import os
 import re
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -50,6 +52,7 @@ MFU_BATCH_SIZE = 256
 CUDA_BATCH_SIZES = (SEED_BATCH_SIZE, 512)
 WARMUP_STEPS = 5
 TARGET_ACCURACY = 0.99
+WORLD_SIZES = (1, 2, 4)  # of the world-size line
 # The evaluation lines of mnist-train (metrics.Reporter) and of the seed side below.
 EVALUATION = re.compile(r"^epoch=(\d+) accuracy=([0-9.]+)")
 
@@ -191,16 +194,25 @@ def _synchronize(device: torch.device) -> None:
 
 
 def trainer_images_per_second(
-    data: Dataset, device: torch.device, batch_size: int, steps: int, precision: str, compile: bool = False
+    data: Dataset,
+    device: torch.device,
+    batch_size: int,
+    steps: int,
+    precision: str,
+    compile: bool = False,
+    cuda_graphs: bool = False,
 ) -> float:
-    """This trainer's epoch loop, as `mnist-train --precision PRECISION [--compile]` sets it up, over `steps` batches."""
+    """This trainer's epoch loop, as `mnist-train --precision PRECISION [--compile] [--cuda-graphs]` sets
+    it up, over `steps` batches."""
     ctx = DistContext(0, 1, 0, 1, device, "nccl" if device.type == "cuda" else "gloo")
-    config = TrainConfig(batch_size=batch_size, precision=resolve_precision(precision, device), compile=compile)
+    precision = resolve_precision(precision, device)
+    config = TrainConfig(batch_size=batch_size, precision=precision, compile=compile, cuda_graphs=cuda_graphs)
     trainer = new_trainer(data.limited(batch_size * steps, None), ctx, config, Reporter(False, None), None)
-    timed = trainer.data
-    trainer.data = timed.limited(batch_size * WARMUP_STEPS, None)  # warms up, and compiles with --compile
+    # The epoch's last WARMUP_STEPS batches warm up, compile (--compile) and capture (--cuda-graphs),
+    # on the same data: a captured graph reads the tensors it was captured with.
+    trainer.progress.consumed = batch_size * max(0, steps - WARMUP_STEPS)
     trainer.train_epoch()
-    trainer.data, trainer.progress = timed, Progress()
+    trainer.progress = Progress()
     trainer.train_epoch()
     return trainer.progress.images_per_second
 
@@ -245,7 +257,9 @@ def _measure(args: argparse.Namespace) -> float:
     if args.side == "seed-epochs":
         return seed_pipeline(args.data_dir, device, epochs=args.seed_epochs)
     data = load("mnist", args.data_dir, download=False)
-    return trainer_images_per_second(data, device, args.batch_size, args.steps, args.precision, args.compile)
+    return trainer_images_per_second(
+        data, device, args.batch_size, args.steps, args.precision, args.compile, args.cuda_graphs
+    )
 
 
 class Bench:
@@ -265,9 +279,10 @@ class Bench:
             *flags,
         ]
 
-    def measure(self, side: str, batch_size: int = 0, steps: int = 0, precision: str = "fp32", compile=False) -> float:
+    def measure(self, side: str, batch_size: int = 0, steps: int = 0, precision: str = "fp32", *options: str) -> float:
+        """One side's figure; `options` are --compile and --cuda-graphs for the trainer side."""
         flags = ["--batch-size", str(batch_size), "--steps", str(steps), "--precision", precision]
-        command = self._side(side, *flags, *(["--compile"] if compile else []))
+        command = self._side(side, *flags, *options)
         result = subprocess.run(command, env=self.env, capture_output=True, text=True)
         if result.returncode:
             raise RuntimeError(f"{' '.join(command)} exited {result.returncode}:\n{result.stderr[-3000:]}")
@@ -276,17 +291,45 @@ class Bench:
     def seed_epochs(self) -> list[Evaluated]:
         return timed_evaluations(self._side("seed-epochs", "--seed-epochs", str(self.args.seed_epochs)), self.env)
 
-    def ours(self, recipe: str, epochs: int, *flags: str) -> tuple[list[Evaluated], dict | None]:
-        """mnist-train's timed evaluations, and its metrics.json unless it was stopped at --target first."""
+    def ours(self, recipe: str, epochs: int, *flags: str, world_size: int = 1) -> tuple[list[Evaluated], dict | None]:
+        """mnist-train's timed evaluations, and its metrics.json unless it was stopped at --target first.
+        With a `world_size` above 1, as that many pods of a job, sharing the threads (at least one each)."""
         a = self.args
-        with tempfile.TemporaryDirectory() as output_dir:
+        threads = max(1, a.threads // world_size)
+        with tempfile.TemporaryDirectory() as output_dir, tempfile.TemporaryFile("w+") as peers_stderr:
             command = [sys.executable, "-m", "trainer", "--dataset", "mnist", "--data-dir", str(a.data_dir)]
-            command += ["--recipe", recipe, "--epochs", str(epochs), "--threads", str(a.threads), "--dir", ""]
+            command += ["--recipe", recipe, "--epochs", str(epochs), "--threads", str(threads), "--dir", ""]
             command += ["--output-dir", output_dir, *flags, *(["--no-cuda"] if a.device == "cpu" else [])]
-            # A run in its last epoch goes on to write its metrics.json.
-            evaluations = timed_evaluations(command, self.env, a.target if epochs > 1 else None)
+            env = self.env | {"OMP_NUM_THREADS": str(threads)}
+            peers = []
+            if world_size > 1:  # the training-operator's contract; rank 0 is timed, and reports
+                env |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": str(world_size)}
+                peers = [
+                    subprocess.Popen(
+                        command, env=env | {"RANK": str(rank)}, stdout=subprocess.DEVNULL, stderr=peers_stderr
+                    )
+                    for rank in range(1, world_size)
+                ]
+                env |= {"RANK": "0"}
+            try:
+                # A run in its last epoch goes on to write its metrics.json.
+                evaluations = timed_evaluations(command, env, a.target if epochs > 1 else None)
+            except BaseException:
+                for peer in peers:  # they would wait for rank 0 until --pg-timeout
+                    peer.kill()
+                    peer.wait()
+                raise
+            if any(peer.wait() != 0 for peer in peers):
+                peers_stderr.seek(0)
+                raise RuntimeError(f"a peer of {' '.join(command)} failed:\n{peers_stderr.read()[-3000:]}")
             metrics = Path(output_dir, "metrics.json")
             return evaluations, json.loads(metrics.read_text()) if metrics.exists() else None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def _reached(evaluations: list[Evaluated], target: float) -> Evaluated | None:
@@ -305,13 +348,16 @@ def time_to_accuracy(bench: Bench) -> None:
     runs = [("--recipe seed", ("seed", a.ours_epochs)), ("--recipe fast", ("fast", 1))]
     if a.device == "cuda":
         runs.append(("--recipe fast --compile", ("fast", 1, "--compile")))
-    best = None
+        runs.append(("--recipe fast --cuda-graphs", ("fast", 1, "--cuda-graphs")))
+    best, fast = None, None
     for name, run in runs:
         try:
             evaluations, metrics = bench.ours(*run)
         except RuntimeError as error:  # the other runs still count
             print(f"  this trainer {name}: failed: {error}")
             continue
+        if name == "--recipe fast":
+            fast = evaluations
         # The training alone, without start-up and evaluation, of a run that went to its end.
         trained = (
             f"; its {metrics['epochs']} epoch(s) trained in {metrics['train_seconds']:.2f} s, "
@@ -335,6 +381,35 @@ def time_to_accuracy(bench: Bench) -> None:
         print(f"ours to {a.target} / the seed's first epoch: not reached (goal: <= 0.30)")
     else:
         print(f"ours to {a.target} / the seed's first epoch: {best.seconds / seed[0].seconds:.2f} (goal: <= 0.30)")
+    world_sizes(bench, fast)
+
+
+def world_sizes(bench: Bench, one_process: list[Evaluated] | None) -> None:
+    """--recipe fast at each of WORLD_SIZES, as pods of one job: the one-process run is time_to_accuracy's."""
+    a = bench.args
+    sizes = ", ".join(map(str, WORLD_SIZES))
+    head = f"--recipe fast at world sizes {sizes} (its global batch split among the processes)"
+    if a.device == "cuda":
+        print(f"{head}: not measured on the GPU, where each process needs a GPU of its own (make bench runs it on CPU)")
+        return
+    outcomes = []
+    for size in WORLD_SIZES:
+        if size == 1:
+            evaluations, why = one_process, "the run above"
+        else:
+            try:
+                evaluations, why = bench.ours("fast", 1, world_size=size)[0], "no evaluation"
+            except RuntimeError as error:  # the other sizes still count
+                evaluations, why = None, str(error).splitlines()[0]
+        processes = f"{size} process" + ("es" if size > 1 else "")
+        if not evaluations:
+            outcomes.append(f"{processes}: failed ({why})")
+            continue
+        last = evaluations[-1]
+        reached = "" if last.accuracy >= a.target else f", {a.target} not reached"
+        outcomes.append(f"{processes}: {last.accuracy:.4f} at {last.seconds:.1f} s{reached}")
+    threads = ", ".join(f"{max(1, a.threads // size)}" for size in WORLD_SIZES)
+    print(f"{head}, threads per process {threads}: " + "; ".join(outcomes))
 
 
 def cpu_throughput(bench: Bench) -> None:
@@ -393,9 +468,13 @@ def cuda_throughput(bench: Bench) -> None:
     print(f"throughput (secondary) on {torch.cuda.get_device_name()}, {a.steps} timed steps per side, precision auto:")
     for batch_size in CUDA_BATCH_SIZES:
         seed = bench.measure("seed", batch_size, a.steps)
-        for name, compile in (("this trainer", False), ("with --compile", True)):
+        for name, options in (
+            ("this trainer", ()),
+            ("with --compile", ("--compile",)),
+            ("with --cuda-graphs", ("--cuda-graphs",)),
+        ):
             try:
-                ours = bench.measure("trainer", batch_size, a.steps, "auto", compile=compile)
+                ours = bench.measure("trainer", batch_size, a.steps, "auto", *options)
             except RuntimeError as error:  # the other figures still count
                 print(f"  batch {batch_size}: {name}: failed: {error}")
                 continue
@@ -445,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=SEED_BATCH_SIZE, help=argparse.SUPPRESS)
     parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="fp32", help=argparse.SUPPRESS)
     parser.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--cuda-graphs", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.side:

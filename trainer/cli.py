@@ -16,7 +16,7 @@ import torch
 
 from trainer import data as datasets
 from trainer.checkpoint import CheckpointStore
-from trainer.config import LR_SCHEDULES, RECIPE_FIELDS, RECIPES, TrainConfig, recipe_settings
+from trainer.config import BATCH_FIELDS, LR_SCHEDULES, RECIPE_FIELDS, RECIPES, TrainConfig, recipe_settings
 from trainer.distributed import BACKENDS, DistContext, check_same_settings, init, shutdown
 from trainer.failures import EXIT_RETRYABLE, Failure, LaunchError, NotWritableError, StorageFull
 from trainer.fileio import atomic_write, ensure_writable_dir, remove_partial_writes
@@ -77,8 +77,9 @@ _fraction = _checked(float, lambda v: 0 <= v < 1, "in [0, 1)")
 
 
 def _by_recipe(name: str) -> str:
-    """The help text's default of a flag that --recipe sets."""
-    values = ", ".join(f"{recipe} {recipe_settings(recipe)[name]}" for recipe in RECIPES)
+    """The help text's default of a flag that --recipe sets (a recipe that sets the other batch flag left out)."""
+    settings = {recipe: recipe_settings(recipe)[name] for recipe in RECIPES}
+    values = ", ".join(f"{recipe} {value}" for recipe, value in settings.items() if value is not None)
     return f"(default: the recipe's: {values})"
 
 
@@ -104,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-size",
         type=_positive_int,
         metavar="N",
-        help=f"training batch size per process {_by_recipe('batch_size')}",
+        help=f"training batch size per process; none with --global-batch-size {_by_recipe('batch_size')}",
     )
     seed.add_argument(
         "--test-batch-size",
@@ -231,8 +232,16 @@ def build_parser() -> argparse.ArgumentParser:
         choices=tuple(RECIPES),
         default=DEFAULT_RECIPE,
         help="the training settings of the flags whose default is 'the recipe's', unless given: seed is the "
-        "seed script's; fast reaches the best test accuracy in one epoch (0.99 on MNIST in one process: its "
-        f"batch is per process, so more processes train at a larger global batch) (default: {DEFAULT_RECIPE})",
+        "seed script's; fast reaches the best test accuracy in one epoch (0.99 on MNIST at any world size: its "
+        f"batch is global, split among the processes) (default: {DEFAULT_RECIPE})",
+    )
+    opt.add_argument(
+        "--global-batch-size",
+        type=_positive_int,
+        metavar="N",
+        help="training batch size over all processes together, split among them (sizes differing by at most "
+        "one), so that every world size trains the same steps; none with --batch-size "
+        f"{_by_recipe('global_batch_size')}",
     )
     opt.add_argument(
         "--lr-schedule",
@@ -261,6 +270,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="torch.compile the model (needs a compiler in the image: g++ on CPU, gcc or clang on GPU; "
         "pays off on long GPU runs)",
+    )
+    opt.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="capture the training step as a CUDA graph and replay it: one launch instead of dozens per step, "
+        "which bound the step at small batches (one process on a GPU only)",
     )
     opt.add_argument(
         "--precision",
@@ -303,10 +318,14 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.settings_given = [name for name in RECIPE_FIELDS if getattr(args, name) is not None]
-    for name, value in recipe_settings(args.recipe).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
+    given = {name: getattr(args, name) for name in RECIPE_FIELDS if getattr(args, name) is not None}
+    if set(BATCH_FIELDS) <= given.keys():
+        parser.error(
+            "--batch-size (per process) and --global-batch-size (over all processes) both set the batch; give one"
+        )
+    args.settings_given = list(given)
+    for name, value in recipe_settings(args.recipe, given).items():
+        setattr(args, name, value)
     if args.nesterov and args.momentum == 0:
         source = "--nesterov" if "nesterov" in args.settings_given else f"--recipe {args.recipe}'s Nesterov momentum"
         parser.error(f"{source} needs --momentum > 0; pass --no-nesterov, or a --momentum above 0")
@@ -378,7 +397,9 @@ def _as_flag(name: str, value: object) -> str:
 
 def recipe_line(args: argparse.Namespace) -> str:
     """The start-up line that says which recipe and settings run."""
-    settings = " ".join(_as_flag(name, getattr(args, name)) for name in RECIPE_FIELDS)
+    settings = " ".join(
+        _as_flag(name, getattr(args, name)) for name in RECIPE_FIELDS if getattr(args, name) is not None
+    )
     given = ", ".join(flag_of(name) for name in args.settings_given)
     return f"Recipe: {args.recipe}. Settings: {settings}" + (f" ({given} given)" if given else "")
 

@@ -10,7 +10,10 @@ LR_SCHEDULES = ("constant", "onecycle")
 @dataclass(frozen=True)
 class TrainConfig:
     epochs: int = 1
-    batch_size: int = 64  # per process, as in the seed script's DistributedSampler loader
+    # A step's batch: per process, as in the seed script's DistributedSampler loader, or global, over all
+    # processes together and split among them (global_batch). One of the two is set, the other None.
+    batch_size: int | None = 64
+    global_batch_size: int | None = None
     test_batch_size: int = 1000
     lr: float = 0.01
     momentum: float = 0.5
@@ -23,16 +26,34 @@ class TrainConfig:
     checkpoint_every: int = 500  # steps; 0 checkpoints at epoch ends only
     compile: bool = False
     precision: str = "fp32"  # or bf16 (autocast); runtime.resolve_precision turns --precision into one
+    cuda_graphs: bool = False
+
+    def global_batch(self, world_size: int) -> int:
+        """The samples of one optimizer step over all `world_size` processes."""
+        return self.global_batch_size if self.global_batch_size is not None else self.batch_size * world_size
 
 
 # The training settings that --recipe sets, unless their own flags are given.
-RECIPE_FIELDS = ("batch_size", "lr", "momentum", "nesterov", "weight_decay", "lr_schedule", "label_smoothing")
+RECIPE_FIELDS = (
+    "batch_size",
+    "global_batch_size",
+    "lr",
+    "momentum",
+    "nesterov",
+    "weight_decay",
+    "lr_schedule",
+    "label_smoothing",
+)
+# Either one sets the batch; given, it sets aside the recipe's other (see recipe_settings).
+BATCH_FIELDS = ("batch_size", "global_batch_size")
 # seed: the seed script's (TrainConfig's defaults). fast: the best test accuracy on MNIST after one epoch
-# that we measured (docs/benchmark.md), at a batch size that keeps CPU throughput high.
+# that we measured (docs/benchmark.md), at a batch size that keeps CPU throughput high. Its batch is
+# global, so that a job trains the same steps, and reaches the same accuracy, at any world size.
 RECIPES: dict[str, dict[str, object]] = {
     "seed": {},
     "fast": {
-        "batch_size": 128,
+        "batch_size": None,
+        "global_batch_size": 128,
         "lr": 0.1,
         "momentum": 0.9,
         "nesterov": True,
@@ -42,7 +63,12 @@ RECIPES: dict[str, dict[str, object]] = {
 }
 
 
-def recipe_settings(recipe: str) -> dict[str, object]:
-    """Every RECIPE_FIELDS value of `recipe`."""
+def recipe_settings(recipe: str, given: dict[str, object] | None = None) -> dict[str, object]:
+    """Every RECIPE_FIELDS value of `recipe`, with the settings `given` in its place. A batch size
+    given either way (BATCH_FIELDS) replaces the recipe's, whichever way that one counts."""
     defaults = TrainConfig()
-    return {name: getattr(defaults, name) for name in RECIPE_FIELDS} | RECIPES[recipe]
+    settings = {name: getattr(defaults, name) for name in RECIPE_FIELDS} | RECIPES[recipe]
+    given = given or {}
+    if given.keys() & set(BATCH_FIELDS):
+        settings |= dict.fromkeys(BATCH_FIELDS)
+    return settings | given

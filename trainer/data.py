@@ -335,19 +335,22 @@ def _standardized(images: torch.Tensor, mean: float, std: float) -> torch.Tensor
     return images.contiguous()
 
 
-def epoch_shard(num_samples: int, seed: int, epoch: int, rank: int, world_size: int, start: int = 0) -> torch.Tensor:
-    """This rank's sample indices for `epoch`, from position `start` of the epoch's order on.
+def epoch_batches(
+    num_samples: int, seed: int, epoch: int, global_batch: int, world_size: int, device: torch.device, start: int = 0
+) -> tuple[torch.Tensor, ...]:
+    """The sample indices of each step of `epoch`, all ranks' together, from position `start` of the
+    epoch's order on; rank r trains on batch[r::world_size] of each.
 
-    All ranks draw the same permutation (seeded with seed + epoch, so the order changes every
-    epoch) and take every world_size-th entry of order[start:]. Interleaved like this, k samples
-    per rank are together exactly order[start : start + k * world_size], so a resumed run passes
-    the samples consumed so far as `start` and shards the rest over its own world size. The
-    remainder (< world_size samples) is dropped so every rank runs the same number of steps,
-    which DDP's collectives require.
+    All ranks draw the same permutation (seeded with seed + epoch, so the order changes every epoch)
+    and cut order[start:] into batches of `global_batch`. So a step trains on the same samples at any
+    world size, and k steps consume exactly order[start : start + k * global_batch]: a resumed run
+    passes the samples consumed so far as `start` and goes on at its own world size. A last batch
+    with fewer samples than ranks is dropped, so that every rank runs the same number of steps,
+    which DDP's collectives require, and none trains on nothing.
     """
     order = torch.randperm(num_samples, generator=torch.Generator().manual_seed(seed + epoch))[start:]
-    per_rank = len(order) // world_size
-    return order[rank : per_rank * world_size : world_size]
+    batches = order.to(device).split(global_batch)
+    return batches[:-1] if batches and len(batches[-1]) < world_size else batches
 
 
 def eval_shard(num_samples: int, rank: int, world_size: int) -> torch.Tensor:

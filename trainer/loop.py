@@ -17,9 +17,10 @@ from torch.nn.parallel import DistributedDataParallel
 from trainer import sigterm
 from trainer.checkpoint import PROGRESS_KEYS, Checkpoint, CheckpointStore, Progress
 from trainer.config import TrainConfig
-from trainer.data import Dataset, epoch_shard, eval_shard
+from trainer.cuda_graph import GraphedStep
+from trainer.data import Dataset, epoch_batches, eval_shard
 from trainer.distributed import DistContext
-from trainer.failures import EXIT_SIGTERM, IncompatibleCheckpoint, NonFiniteLoss, StorageFull
+from trainer.failures import EXIT_SIGTERM, IncompatibleCheckpoint, LaunchError, NonFiniteLoss, StorageFull
 from trainer.metrics import Evaluation, Reporter
 from trainer.model import MEMORY_FORMAT, Net
 from trainer.runtime import autocast_for, configure_device
@@ -100,6 +101,12 @@ class Trainer:
         self.config = config
         self.reporter = reporter
         self.store = store
+        self.global_batch = config.global_batch(ctx.world_size)
+        if self.global_batch < ctx.world_size:  # only a --global-batch-size can be
+            raise LaunchError(
+                f"--global-batch-size {self.global_batch} is smaller than the world size {ctx.world_size}, so "
+                f"some processes would train on nothing; give {ctx.world_size} or more, or run fewer processes"
+            )
         self.optimizer = torch.optim.SGD(
             net.parameters(),
             lr=config.lr,
@@ -107,6 +114,12 @@ class Trainer:
             nesterov=config.nesterov,
             weight_decay=config.weight_decay,
             fused=True,  # one kernel per step instead of a pass per operation (half the time on CPU)
+        )
+        # (part, share) -> loss: one optimizer step on this rank's part of a step's batch.
+        self._train_step = (
+            GraphedStep(self._step, self.optimizer, ctx, config, self.global_batch)
+            if config.cuda_graphs
+            else self._step
         )
         module: nn.Module = net
         if ctx.distributed:
@@ -119,7 +132,11 @@ class Trainer:
             )
             self._settle_buckets(module)
         self.module = torch.compile(module) if config.compile else module
-        self.batches_per_epoch = math.ceil((len(data.train_labels) // ctx.world_size) / config.batch_size)
+        self.batches_per_epoch = len(
+            epoch_batches(
+                len(data.train_labels), config.seed, 1, self.global_batch, ctx.world_size, torch.device("cpu")
+            )
+        )
         self.total_steps = self.batches_per_epoch * config.epochs
         self.progress = Progress()
 
@@ -144,6 +161,7 @@ class Trainer:
             "dataset": self.data.name,
             "train_samples": len(self.data.train_labels),
             "batch_size": c.batch_size,
+            "global_batch_size": c.global_batch_size,
             "seed": c.seed,
             "lr": c.lr,
             "momentum": c.momentum,
@@ -299,14 +317,13 @@ class Trainer:
 
     def train_epoch(self) -> None:
         p, config, ctx = self.progress, self.config, self.ctx
-        images, labels = self.data.train_images, self.data.train_labels
-        shard = epoch_shard(len(labels), config.seed, p.epoch, ctx.rank, ctx.world_size, start=p.consumed)
-        # Empty when a run resumed mid-epoch on more ranks finds fewer samples left than ranks;
-        # split would still yield one empty batch, whose loss is NaN.
-        batches = shard.to(ctx.device).split(config.batch_size) if len(shard) else ()
-        # Batches of this epoch run before a resume (exact unless the world size changed), so
+        labels = self.data.train_labels
+        batches = epoch_batches(
+            len(labels), config.seed, p.epoch, self.global_batch, ctx.world_size, ctx.device, start=p.consumed
+        )
+        # Batches of this epoch run before a resume (exact unless the global batch changed), so
         # progress lines and log intervals continue where they were.
-        first = p.consumed // (config.batch_size * ctx.world_size)
+        first = p.consumed // self.global_batch
         num_batches = first + len(batches)
         window_loss = torch.zeros((), device=ctx.device)
         window_steps = 0
@@ -316,11 +333,12 @@ class Trainer:
             lr = lr_at(config, p.step, self.total_steps)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-            loss = self._step(images[batch], labels[batch])
+            part = batch[ctx.rank :: ctx.world_size]
+            loss = self._train_step(part, ctx.world_size * len(part) / len(batch))
             window_loss += loss.detach()
             window_steps += 1
             p.step += 1
-            taken = len(batch) * ctx.world_size
+            taken = len(batch)
             p.consumed += taken
             p.train_images += taken
             if index % config.log_interval == 0:
@@ -353,16 +371,21 @@ class Trainer:
             self._window_mean(window_loss, window_steps, p.epoch, num_batches - 1)
         p.train_seconds += self._elapsed(started)
 
-    def _step(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def _step(self, part: torch.Tensor, share: float) -> torch.Tensor:
+        """One optimizer step on this rank's `part` of a step's batch. `share` is its part of the batch
+        (world size x its samples / the batch's), by which its mean loss is weighted: DDP averages the
+        ranks' gradients, and where their parts differ in size, every sample then still counts alike."""
         # None rather than zeroed: then every DDP backward, a resumed run's first included, takes
         # the same path into the buckets (zeroed bucket views take another, which rounds
         # differently at 3+ ranks). Measured no slower.
         self.optimizer.zero_grad(set_to_none=True)
         with autocast_for(self.ctx.device, self.config.precision):
-            output = self.module(images)
+            output = self.module(self.data.train_images[part])
         # The net ends in log_softmax, so cross_entropy on its output equals nll_loss and adds
         # label smoothing (log_softmax of log-probabilities is the identity).
-        loss = F.cross_entropy(output, labels, label_smoothing=self.config.label_smoothing)
+        loss = F.cross_entropy(output, self.data.train_labels[part], label_smoothing=self.config.label_smoothing)
+        if share != 1:  # an exact 1 where the ranks' parts are equal: the step keeps its bits
+            loss = loss * share
         loss.backward()
         self.optimizer.step()
         return loss

@@ -136,8 +136,8 @@ def final_metrics(
         "epochs": config.epochs,
         "world_size": world_size,
         "precision": config.precision,
-        "batch_size": config.batch_size,
-        "global_batch_size": config.batch_size * world_size,
+        "batch_size": -(-config.global_batch(world_size) // world_size),  # per process; the largest rank's part
+        "global_batch_size": config.global_batch(world_size),
         "accuracy": result.accuracy,
         "val_loss": result.loss,
         "test_samples": result.count,

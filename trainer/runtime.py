@@ -159,8 +159,13 @@ def resolve_precision(requested: str, device: torch.device) -> str:
 
 
 def autocast_for(device: torch.device, precision: str):
-    """The context the model runs in for `precision` (resolve_precision's fp32 or bf16)."""
-    return torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else nullcontext()
+    """The context the model runs in for `precision` (resolve_precision's fp32 or bf16).
+
+    Without autocast's cache of bf16 weights: each weight is used once a forward, so it saves
+    nothing here, and a CUDA graph's capture (--cuda-graphs) must not keep its casts."""
+    if precision != "bf16":
+        return nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=False)
 
 
 def missing_compiler(device: torch.device, env: Mapping[str, str] | None = None) -> str | None:

@@ -1,5 +1,5 @@
-"""The benchmark runs end to end and prints every side, the time-to-accuracy ratio and the throughput
-lines (no timing asserted), here on a small stand-in for MNIST: scikit-learn's digits in MNIST's files."""
+"""The benchmark runs end to end and prints every side, the time-to-accuracy ratio, the world-size line
+and the throughput lines (no timing asserted), here on a small stand-in for MNIST: scikit-learn's digits in MNIST's files."""
 
 import re
 import subprocess
@@ -49,6 +49,13 @@ def test_benchmark_prints_time_to_accuracy_and_throughput(tmp_path):
             rf"this trainer --recipe {recipe}: (0\.\d{{4}} at \d+\.\d s \(epoch \d\)|0\.5 not reached in \d epoch)", out
         )
     assert re.search(r"ours to 0\.5 / the seed's first epoch: (\d+\.\d\d|not reached) \(goal: <= 0\.30\)", out)
+    # One run per world size, as pods of one job, on one line.
+    assert re.search(
+        r"--recipe fast at world sizes 1, 2, 4 \(its global batch split among the processes\), threads per "
+        r"process 1, 1, 1: 1 process: 0\.\d{4} at \d+\.\d s(, 0\.5 not reached)?; 2 processes: 0\.\d{4} at "
+        r"\d+\.\d s(, 0\.5 not reached)?; 4 processes: 0\.\d{4} at \d+\.\d s(, 0\.5 not reached)?\n",
+        out,
+    )
     assert re.search(r"seed pipeline .*batch 64: +\d+ images/s", out)
     assert re.search(r"this trainer .*batch 64: +\d+ images/s", out)
     assert re.search(r"speedup at batch 64: \d+\.\d\dx \(retired goal: >= 3x\)", out)

