@@ -100,17 +100,17 @@ spec:
                   restartPolicy: {{ ternary "Never" .Values.restartPolicy (eq .Values.restartPolicy "ExitCode") }}
                   automountServiceAccountToken: {{ .Values.serviceAccount.automountToken }}
                   {{- with .Values.schedulerName }}
-                  schedulerName: {{ . }}
+                  schedulerName: {{ . | quote }}
                   {{- end }}
                   {{- with .Values.priorityClassName }}
-                  priorityClassName: {{ . }}
+                  priorityClassName: {{ . | quote }}
                   {{- end }}
                   containers:
                     - name: node
                       image: {{ include "pytorchjob-mnist.trainerImage" . | quote }}
                       imagePullPolicy: {{ .Values.image.pullPolicy }}
                       {{- with include "pytorchjob-mnist.workingDir" . }}
-                      workingDir: {{ . }}
+                      workingDir: {{ . | quote }}
                       {{- end }}
 {{- end }}
 
@@ -147,8 +147,9 @@ TrainingRuntime {{ $name }} is a Helm hook, which `helm uninstall` leaves: kubec
 A TrainJob has no restartPolicy, backoffLimit, cleanPodPolicy, ttlSecondsAfterFinished or
 schedulingPolicy: the runtime decides those, and the chart ignores those values at their defaults
 (trainingRuntime.create=true sets restartPolicy and backoffLimit in a runtime of the chart's own).
-{{- if not .Values.serviceAccount.automountToken }}
-Its pods still get a Kubernetes API token (runtime patches cannot set automountServiceAccountToken): set automountServiceAccountToken: false on ServiceAccount {{ default "default" .Values.serviceAccount.name }} to drop it, or trainingRuntime.create=true.
+{{- if and .Values.serviceAccount.name (not .Values.serviceAccount.automountToken) }}
+Its pods still get a Kubernetes API token unless ServiceAccount {{ .Values.serviceAccount.name }} sets automountServiceAccountToken: false
+(runtime patches cannot set it on the pods); set it there, or trainingRuntime.create=true.
 {{- end }}
 {{- end }}
 {{- end }}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 
-from tests.support.dockerfile import runtime_env
+from tests.support.dockerfile import runtime_env, runtime_user
 from tests.support.helm import by_kind, one, set_chart_field
 from tests.support.paths import WORKLOAD_CHART
 from tests.support.pytorchjob_mnist import (
@@ -39,7 +39,7 @@ def test_shm_tmp_and_cache_are_writable_empty_dirs(default_docs):
             "dshm": "/dev/shm",
         }
         assert env_of(default_docs, role) == CACHE_ENV | TRAINER_ENV
-        assert spec["securityContext"]["fsGroup"] == 1000, "fsGroup makes the claim writable"
+        assert spec["securityContext"]["fsGroup"] == runtime_user()[1], "fsGroup makes the claim writable"
 
 
 def test_the_chart_sets_every_cache_variable_the_image_does(helm, kind):
@@ -90,8 +90,10 @@ def test_every_pod_can_run_as_a_given_service_account(helm, tmp_path, kind):
             assert spec["automountServiceAccountToken"] is True
 
 
-def test_network_policies_let_only_the_jobs_pods_reach_each_other(rendered):
-    assert not by_kind(rendered["defaults"], "NetworkPolicy"), "opt-in: the cluster's plugin must enforce them"
+def test_network_policies_let_only_the_jobs_pods_reach_each_other(rendered, helm, tmp_path, kind):
+    defaults = {p["metadata"]["name"] for p in by_kind(rendered["defaults"], "NetworkPolicy")}
+    assert defaults == {"mnist-trainer", "mnist-check-run"}, "on by default"
+    assert not by_kind(render_with(helm, kind.values({"networkPolicy": {"enabled": False}}), tmp_path), "NetworkPolicy")
     docs = rendered["network-policies-service-account"]
     policies = {p["metadata"]["name"]: p["spec"] for p in by_kind(docs, "NetworkPolicy")}
     trainers = policies["mnist-trainer"]
@@ -112,6 +114,10 @@ def test_network_policies_let_only_the_jobs_pods_reach_each_other(rendered):
     assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
     assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
     assert tensorboard["policyTypes"] == trainers["policyTypes"] == ["Ingress"], "egress stays open"
+    test_pod = policies["mnist-check-run"]
+    assert selects({"labelSelector": test_pod["podSelector"]}, other_pods[1])
+    assert not any(selects({"labelSelector": test_pod["podSelector"]}, labels) for labels in pod_labels)
+    assert test_pod["ingress"] == [] and test_pod["policyTypes"] == ["Ingress"], "the test pod accepts nothing"
 
 
 def test_tensorboard_without_allowed_peers_accepts_no_connection(helm, tmp_path):
@@ -147,7 +153,9 @@ def test_placement_identity_labels_and_annotations_reach_the_trainer_pods(render
         assert spec["nodeSelector"] == {"pool": "training"}
         assert spec["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}]
         assert "nodeAffinity" in spec["affinity"] and "podAffinity" not in spec["affinity"], "ReadWriteMany spreads"
-        assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["fsGroup"] == 1000
+        assert (
+            spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["fsGroup"] == runtime_user()[1]
+        )
         assert template["metadata"]["labels"] == {
             "app.kubernetes.io/name": "pytorchjob-mnist",
             "app.kubernetes.io/instance": "mnist",
