@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
-from tests.support.chart_values import ChartValues, Key, merged, names_key, nested
+from tests.support.chart_values import BASES, ChartValues, Key, merged, names_key, nested, reading_base, strings
 from tests.support.paths import OPERATOR_CHART, WORKLOAD_CHART
 from tests.support.pytorchjob_mnist import KINDS
 
@@ -24,29 +24,6 @@ PAYLOADS = {
 CLEAN_CANDIDATES = ("x", "/x", "--x", "1", "0.5", "sha256:" + "a" * 64)
 # A map entry or object field that the test adds where users fill a map, list or Kubernetes object.
 ADDED_KEY = "example.com/injected"
-
-# Each chart with its optional templates switched on, so that most values are read; the operator's CRD,
-# large and slow to parse, only for the keys that reach it. Keys under a path of REQUIRES are read only
-# with those values too (a kind that refuses them skips the key).
-BASES = {
-    WORKLOAD_CHART: {"tensorboard": {"enabled": True}, "persistence": {"create": {"accessModes": ["ReadWriteMany"]}}},
-    OPERATOR_CHART: {
-        "crds": {"enabled": False},
-        "replicaCount": 2,
-        "leaderElection": {"enabled": True},
-        "watchNamespace": "ml",
-        "podDisruptionBudget": {"enabled": True},
-        "metrics": {"serviceMonitor": {"enabled": True}},
-    },
-}
-REQUIRES = {
-    WORKLOAD_CHART: {
-        ("persistence", "hostPath"): {"persistence": {"hostPath": {"path": "/data/mnist"}}},
-        ("elasticPolicy",): {"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True}},
-    },
-    OPERATOR_CHART: {("crds",): {"crds": {"enabled": True}}},
-}
-
 
 # Where a site's text goes in the values it sets.
 PLACEHOLDER = "\0"
@@ -130,23 +107,6 @@ def sites(chart: ChartValues) -> list[Site]:
     return found
 
 
-def with_required(site: Site, values: dict, chart_dir) -> dict:
-    """`values` plus what the site's key needs to be read (REQUIRES); the site's own values go over them."""
-    for prefix, needed in REQUIRES[chart_dir].items():
-        if site.path[: len(prefix)] == prefix:
-            values = merged(values, needed)
-    return values
-
-
-def strings(node: object) -> list[str]:
-    """Every string in a parsed document, map keys included."""
-    if isinstance(node, dict):
-        return [s for key, value in node.items() for s in [str(key), *strings(value)]]
-    if isinstance(node, list):
-        return [s for value in node for s in strings(value)]
-    return [node] if isinstance(node, str) else []
-
-
 def objects(docs: list[dict]) -> list[tuple[str, str]]:
     return sorted((doc["kind"], doc["metadata"]["name"]) for doc in docs)
 
@@ -166,7 +126,7 @@ def injection_problems(helm, chart_dir, tmp_path, jobs: list[dict | None]) -> tu
         base = merged(BASES[chart_dir], job or {})
         for site in sites(chart):
             where = f"{job['jobKind'] if job else chart_dir.name}: {'.'.join(map(str, site.path))} ({site.what})"
-            site_base = with_required(site, base, chart_dir)
+            site_base = reading_base(chart_dir, site.path, base)
             for payload_name, payload in PAYLOADS.items():
                 text = site.clean + payload
                 result = render(merged(site_base, site.values(text)))
@@ -200,7 +160,7 @@ def test_no_workload_value_injects_yaml(helm, tmp_path):
     problems, exercised = injection_problems(helm, WORKLOAD_CHART, tmp_path, [{"jobKind": k.name} for k in KINDS])
     assert not problems, "\n".join(problems)
     unread = sorted(".".join(map(str, s.path)) for s in sites(chart) if s.path not in exercised)
-    assert not unread, f"values no kind reads with the test's bases (extend BASES or REQUIRES): {unread}"
+    assert not unread, f"values no kind reads with the test's bases (extend chart_values.BASES or READ_WITH): {unread}"
 
 
 @pytest.mark.one_helm_major
@@ -209,7 +169,7 @@ def test_no_operator_value_injects_yaml(helm, tmp_path):
     problems, exercised = injection_problems(helm, OPERATOR_CHART, tmp_path, [None])
     assert not problems, "\n".join(problems)
     unread = sorted(".".join(map(str, s.path)) for s in sites(chart) if s.path not in exercised)
-    assert not unread, f"values the test's base does not read (extend BASES): {unread}"
+    assert not unread, f"values the test's base does not read (extend chart_values.BASES): {unread}"
 
 
 CLUSTER_ADMIN_BINDING = """

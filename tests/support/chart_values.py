@@ -12,6 +12,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from tests.support.paths import OPERATOR_CHART, WORKLOAD_CHART
+
 # A key path into the values: map keys, and list indices as ints.
 Path_ = tuple[str | int, ...]
 
@@ -111,7 +113,59 @@ def merged(base: dict, override: dict) -> dict:
 
 def names_key(stderr: str, path: Path_) -> bool:
     """Whether Helm's refusal names the key at `path`: Helm 3's schema errors and the charts' `fail`
-    messages write it dotted (persistence.mountPath, env.0.name), Helm 4's as a JSON pointer."""
-    dotted = ".".join(str(part) for part in path)
-    pointer = "/" + "/".join(str(part).replace("~", "~0").replace("/", "~1") for part in path)
-    return dotted in stderr or f"'{pointer}'" in stderr
+    messages write it dotted (persistence.mountPath, env.0.name), Helm 4's as a JSON pointer; a required
+    key left out (a null drops it) is named beside its parent."""
+    if _dotted(path) in stderr or f"'{_pointer(path)}'" in stderr:
+        return True
+    parent, last = path[:-1], path[-1]
+    helm3 = f"- {_dotted(parent) or '(root)'}: {last} is required"
+    helm4 = f"at '{_pointer(parent) if parent else ''}': missing property '{last}'"
+    return helm3 in stderr or helm4 in stderr
+
+
+def _dotted(path: Path_) -> str:
+    return ".".join(str(part) for part in path)
+
+
+def _pointer(path: Path_) -> str:
+    return "/" + "/".join(str(part).replace("~", "~0").replace("/", "~1") for part in path)
+
+
+# Each chart with its optional templates switched on, so that most values are read; the operator's CRD,
+# large and slow to parse, only for the keys that reach it. A key under a path of READ_WITH is read
+# only with those values too (a job kind that refuses them has no use for the key).
+BASES = {
+    WORKLOAD_CHART: {"tensorboard": {"enabled": True}, "persistence": {"create": {"accessModes": ["ReadWriteMany"]}}},
+    OPERATOR_CHART: {
+        "crds": {"enabled": False},
+        "replicaCount": 2,
+        "leaderElection": {"enabled": True},
+        "watchNamespace": "ml",
+        "podDisruptionBudget": {"enabled": True},
+        "metrics": {"serviceMonitor": {"enabled": True}},
+    },
+}
+READ_WITH = {
+    WORKLOAD_CHART: {
+        ("persistence", "hostPath"): {"persistence": {"hostPath": {"path": "/data/mnist"}}},
+        ("elasticPolicy",): {"torchrun": {"enabled": True}, "elasticPolicy": {"enabled": True}},
+    },
+    OPERATOR_CHART: {("crds",): {"crds": {"enabled": True}}},
+}
+
+
+def reading_base(chart: Path, path: Path_, base: dict) -> dict:
+    """`base` plus what the key at `path` needs to be read (READ_WITH); a case's own values go over it."""
+    for prefix, needed in READ_WITH[chart].items():
+        if path[: len(prefix)] == prefix:
+            base = merged(base, needed)
+    return base
+
+
+def strings(node: object) -> list[str]:
+    """Every string in a parsed document, map keys included."""
+    if isinstance(node, dict):
+        return [s for key, value in node.items() for s in [str(key), *strings(value)]]
+    if isinstance(node, list):
+        return [s for value in node for s in strings(value)]
+    return [node] if isinstance(node, str) else []
