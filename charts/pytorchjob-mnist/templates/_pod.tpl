@@ -134,10 +134,8 @@ the training-operator v1 looks up by name. */}}
 metadata:
   labels:
     {{- include "pytorchjob-mnist.trainerPodLabels" . | nindent 4 }}
-  {{- with .Values.podAnnotations }}
   annotations:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
+    {{- include "pytorchjob-mnist.trainerPodAnnotations" (list . "[]") | nindent 4 }}
 spec:
   {{- with .Values.schedulerName }}
   schedulerName: {{ . | quote }}

@@ -130,6 +130,15 @@ spec:
 {{- include "pytorchjob-mnist.trainerContainerArgs" . }}
 {{- end }}
 
+{{/* The node pods' own checkov skip (_checkov.tpl), as JSON pairs: on upstream's runtime they take
+automountServiceAccountToken from the chart's ServiceAccount, as a runtime patch cannot set it. */}}
+{{- define "pytorchjob-mnist.TrainJob.checkovSkips" -}}
+{{- if or .Values.trainingRuntime.create .Values.serviceAccount.name .Values.serviceAccount.automountToken }}[]
+{{- else }}
+{{- list (list "CKV_K8S_38" (printf "ServiceAccount %s mounts no token; a runtime patch cannot set automountServiceAccountToken on the pod" (include "pytorchjob-mnist.serviceAccountName" .))) | toJson }}
+{{- end }}
+{{- end }}
+
 {{/* Who owns the TrainJob's runtime patch (its `manager`, a domain-prefixed path). */}}
 {{- define "pytorchjob-mnist.TrainJob.runtimePatchManager" -}}
 pytorchjob-mnist.github.io/chart

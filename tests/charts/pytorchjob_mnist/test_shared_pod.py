@@ -24,6 +24,11 @@ from tests.support.pytorchjob_mnist import (
 )
 
 
+def own_annotations(template: dict) -> dict:
+    """A pod template's annotations but the chart's checkov skips (test_checkov.py checks those)."""
+    return {k: v for k, v in template["metadata"]["annotations"].items() if not k.startswith("checkov.io/skip")}
+
+
 def test_shm_tmp_and_cache_are_writable_empty_dirs(default_docs):
     for role, template in trainer_pods(default_docs).items():
         spec = template["spec"]
@@ -39,7 +44,9 @@ def test_shm_tmp_and_cache_are_writable_empty_dirs(default_docs):
             "dshm": "/dev/shm",
         }
         assert env_of(default_docs, role) == CACHE_ENV | TRAINER_ENV
-        assert spec["securityContext"]["fsGroup"] == runtime_user()[1], "fsGroup makes the claim writable"
+        context = spec["securityContext"]
+        assert (context["runAsUser"], context["runAsGroup"]) == runtime_user(), "the image's own user"
+        assert context["fsGroup"] == runtime_user()[1], "fsGroup makes the claim writable"
 
 
 def test_the_chart_sets_every_cache_variable_the_image_does(helm, kind):
@@ -162,7 +169,7 @@ def test_placement_identity_labels_and_annotations_reach_the_trainer_pods(render
             "app.kubernetes.io/component": "trainer",
             "team": "vision",
         }
-        assert template["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
+        assert own_annotations(template) == {"sidecar.istio.io/inject": "false"}
         assert trainer_container(docs, role)["image"].endswith("@sha256:" + "a" * 64)
     # The NetworkPolicy and TensorBoard select the trainer pods by these labels.
     policy = next(p for p in by_kind(docs, "NetworkPolicy") if p["metadata"]["name"] == "mnist-trainer")
@@ -177,7 +184,7 @@ def test_placement_labels_annotations_and_digest_beside_tensorboard(rendered):
     assert job["metadata"]["annotations"] == {"example.com/owner": "vision"}
     for role, template in trainer_pods(docs).items():
         assert template["metadata"]["labels"]["team"] == "vision"
-        assert template["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
+        assert own_annotations(template) == {"sidecar.istio.io/inject": "false"}
         spec = template["spec"]
         assert spec["nodeSelector"] == {"pool": "training"}
         assert spec["imagePullSecrets"] == [{"name": "regcred"}]
