@@ -20,7 +20,7 @@ import yaml
 
 from tests.support.chart_values import BASES, ChartValues, Key, merged, names_key, nested, reading_base, strings
 from tests.support.k8s import KUBERNETES_VERSIONS, validate_builtin
-from tests.support.paths import WORKLOAD_CHART
+from tests.support.paths import OPERATOR_CHART, WORKLOAD_CHART
 from tests.support.pytorchjob_mnist import KINDS, Kind, assert_valid_training_runtime
 
 UNKNOWN_KEY = "unknownKey"
@@ -218,3 +218,40 @@ def test_nan_and_infinity_never_reach_the_chart(helm, tmp_path, number):
     assert from_file.returncode != 0 and f"failed to parse {values_file}" in from_file.stderr, from_file.stderr
     from_flag = helm.template(WORKLOAD_CHART, extra=("--set", f"workers={number}"))
     assert from_flag.returncode != 0 and names_key(from_flag.stderr, ("workers",)), from_flag.stderr
+
+
+def integers(node: object, path: str = "") -> list[tuple[str, dict]]:
+    """Every schema node that admits an integer, by where it is."""
+    found = []
+    if isinstance(node, dict):
+        types = node.get("type", [])
+        if "integer" in (types if isinstance(types, list) else [types]):
+            found.append((path, node))
+        for key, value in node.items():
+            found += integers(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += integers(value, f"{path}/{index}")
+    return found
+
+
+@pytest.mark.parametrize("chart", [WORKLOAD_CHART, OPERATOR_CHART], ids=lambda chart: chart.name)
+def test_every_integer_has_bounds_a_values_file_holds_exactly(chart):
+    """A values file's numbers are floats, which Helm's int turns into int64: with a maximum below 2^53
+    no value can wrap around (workers: 1e20 once rendered a Master-only job)."""
+    found = integers(ChartValues(chart).schema)
+    assert len(found) > 10
+    for path, node in found:
+        assert "minimum" in node and "maximum" in node, path
+        assert -(2**53) <= node["minimum"] <= node["maximum"] <= 2**53, path
+        assert node.get("description"), f"{path}: say why the bounds are what they are"
+
+
+def test_the_pod_count_bounds_agree():
+    """elasticPolicy's node counts and the gang's minimum count the Master and the workers."""
+    schema = ChartValues(WORKLOAD_CHART).schema["properties"]
+    pods = schema["workers"]["maximum"] + 1
+    elastic = schema["elasticPolicy"]["properties"]
+    gang = schema["runPolicy"]["properties"]["schedulingPolicy"]["properties"]
+    assert elastic["minReplicas"]["maximum"] == elastic["maxReplicas"]["maximum"] == pods
+    assert gang["minAvailable"]["maximum"] == pods

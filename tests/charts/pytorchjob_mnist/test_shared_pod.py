@@ -97,6 +97,20 @@ def test_every_pod_can_run_as_a_given_service_account(helm, tmp_path, kind):
             assert spec["automountServiceAccountToken"] is True
 
 
+def test_every_pod_runs_under_the_releases_own_service_account_which_mounts_no_token(rendered):
+    """Also a TrainJob's pods, whose runtime patch cannot set automountServiceAccountToken: the
+    ServiceAccount's setting is theirs."""
+    docs = rendered["tensorboard-digest-placement"]
+    (account,) = by_kind(docs, "ServiceAccount")
+    assert account["metadata"]["name"] == "mnist-workload", "never the namespace's `default`, whatever the release"
+    assert account["automountServiceAccountToken"] is False
+    assert not {"secrets", "imagePullSecrets"} & set(account), "nothing but its identity"
+    assert len(all_pod_specs(docs)) == len(trainer_pods(docs)) + 2
+    for spec in all_pod_specs(docs):
+        assert spec["serviceAccountName"] == "mnist-workload"
+    assert not by_kind(rendered["placement-and-identity"], "ServiceAccount"), "a given one is used as it is"
+
+
 def test_network_policies_let_only_the_jobs_pods_reach_each_other(rendered, helm, tmp_path, kind):
     defaults = {p["metadata"]["name"] for p in by_kind(rendered["defaults"], "NetworkPolicy")}
     assert defaults == {"mnist-trainer", "mnist-check-run"}, "on by default"
