@@ -80,31 +80,48 @@ def sites(chart: ChartValues) -> list[Site]:
         if isinstance(key.default, str) or ("string" in key.types() and key.default is None):
             found.append(site(chart, path, "value", path, PLACEHOLDER, schema, key.default))
         if isinstance(key.default, dict) and isinstance(schema.get("additionalProperties"), dict):
-            entry_schema = chart.child(schema, ADDED_KEY)
-            entry = site(chart, (*path, ADDED_KEY), "entry", path, {ADDED_KEY: PLACEHOLDER}, entry_schema)
-            if "string" in Key((), None, entry_schema).types():
-                found.append(entry)
-            found.append(site(chart, path, "name", path, {PLACEHOLDER: entry.clean}, {}, ADDED_KEY))
+            found += map_sites(chart, path, schema, path, lambda value: value)
         if isinstance(key.default, dict):
-            # Kubernetes fields the schema lets through unchecked (affinity, security contexts): an object of any content.
             for field, node in chart.resolve(schema).get("properties", {}).items():
-                if node == {} and field not in key.default:
-                    found.append(
-                        site(chart, (*path, field, ADDED_KEY), "field", (*path, field), {ADDED_KEY: PLACEHOLDER}, {})
-                    )
+                if field not in key.default:
+                    found += unset_sites(chart, (*path, field), node, (*path, field), lambda value: value)
         if isinstance(key.default, list) and not key.default:
-            items = chart.child(schema, 0)
-            if "properties" in items:
-                required = {name: filler(chart, items["properties"][name]) for name in items.get("required", [])}
-                for field, node in items["properties"].items():
-                    if "string" in Key((), None, chart.resolve(node)).types():
-                        template = [{**required, field: PLACEHOLDER}]
-                        found.append(site(chart, (*path, 0, field), "field", path, template, node))
-            elif "string" in Key((), None, items).types():
-                found.append(site(chart, (*path, 0), "entry", path, [PLACEHOLDER], items))
-            else:
-                found.append(site(chart, (*path, 0, ADDED_KEY), "field", path, [{ADDED_KEY: PLACEHOLDER}], {}))
+            found += unset_sites(chart, path, schema, path, lambda value: value)
     return found
+
+
+def map_sites(chart: ChartValues, path: tuple, schema: dict, root: tuple, wrap) -> list[Site]:
+    """A map users fill: an added entry's value (where it is a string) and its key."""
+    entry_schema = chart.child(schema, ADDED_KEY)
+    entry = site(chart, (*path, ADDED_KEY), "entry", root, wrap({ADDED_KEY: PLACEHOLDER}), entry_schema)
+    name = site(chart, path, "name", root, wrap({PLACEHOLDER: entry.clean}), {}, ADDED_KEY)
+    return ([entry] if "string" in Key((), None, entry_schema).types() else []) + [name]
+
+
+def unset_sites(chart: ChartValues, path: tuple, schema: dict, root: tuple, wrap) -> list[Site]:
+    """The strings a key that values.yaml leaves out (or an empty list) can hold, down its schema: `wrap`
+    puts a value of `path` where it goes in the values set at `root`, beside its required siblings."""
+    node = chart.resolve(schema)
+    if node == {}:  # a Kubernetes object the schema lets through unchecked: any content
+        return [site(chart, (*path, ADDED_KEY), "field", root, wrap({ADDED_KEY: PLACEHOLDER}), {})]
+    types = Key((), None, node).types()
+    if "properties" in node:
+        found = []
+        for field, child in node["properties"].items():
+            required = {name: filler(chart, node["properties"][name]) for name in node.get("required", [])}
+
+            def inside(value, field=field, required=required):
+                return wrap({**required, field: value})
+
+            found += unset_sites(chart, (*path, field), child, root, inside)
+        return found
+    if isinstance(node.get("additionalProperties"), dict):
+        return map_sites(chart, path, node, root, wrap)
+    if "array" in types and "items" in node:
+        return unset_sites(chart, (*path, 0), node["items"], root, lambda value: wrap([value]))
+    if "string" in types:
+        return [site(chart, path, "value" if path == root else "field", root, wrap(PLACEHOLDER), node)]
+    return []
 
 
 def objects(docs: list[dict]) -> list[tuple[str, str]]:
