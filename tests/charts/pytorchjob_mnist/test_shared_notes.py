@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.support.paths import WORKLOAD_CHART
-from tests.support.pytorchjob_mnist import flag, trainer_container
+from tests.support.pytorchjob_mnist import flag, render_with, trainer_container
 
 
 def test_notes_number_the_steps_around_the_kinds_pieces(notes, kind):
@@ -49,6 +51,24 @@ def test_notes_with_custom_args_say_where_the_test_looks(notes):
     own_script = notes("--set", "command={python,/app/train.py}")
     assert "Your command and args replace the chart's trainer flags" in own_script
     assert "The model and metrics.json land on claim" not in own_script
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"args": ["--epochs=1", "--save-model"]},
+        {"command": ["python", "/app/train.py"]},
+        {"args": ["--epochs=1"], "trainingRuntime": {"create": True}},
+    ],
+    ids=["args", "command", "args-on-the-charts-runtime"],
+)
+def test_notes_say_where_relative_paths_in_custom_args_start(helm, notes, kind, tmp_path, values):
+    """The trainer container's workingDir, or the image's where it has none: a TrainJob's only on the
+    chart's own runtime."""
+    docs = render_with(helm, kind.values(values), tmp_path, release="mnist", namespace="ml")
+    working_dir = trainer_container(docs).get("workingDir", "the image's working directory")
+    text = " ".join(notes("-f", str(tmp_path / "values.yaml")).split())
+    assert f"(relative paths from {working_dir})" in text
 
 
 def test_notes_warn_when_pods_share_a_node_without_a_cpu_request_or_limit(notes):
