@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.support.paths import WORKLOAD_CHART
-from tests.support.pytorchjob_mnist import flag, trainer_container
+from tests.support.pytorchjob_mnist import flag, kinds_taking, trainer_container
 
 
 def test_notes_number_the_steps_around_the_kinds_pieces(notes, kind):
     text = notes("--set", "tensorboard.enabled=true")
     steps = re.findall(r"^(\d)\. ", text, re.MULTILINE)
     assert steps == ["1", "2", "3", "4"], text
-    assert re.search(r"^1\. Follow the job \(State column: .+\):\n {5}kubectl get ", text, re.MULTILINE)
+    assert re.search(r"^1\. Follow the job \(.+\):\n {5}kubectl get ", text, re.MULTILINE)
     assert re.search(r"^2\. Read .+ training log .+\n(   .+\n)* {5}\S", text, re.MULTILINE)
-    assert re.search(rf"^3\. Wait for it to finish:\n {{5}}kubectl wait {kind.name.lower()}/mnist -n ml ", text, re.M)
+    assert re.search(r"^3\. Wait for it to finish:\n {5}kubectl wait \S+/mnist -n ml ", text, re.MULTILINE)
     assert f"A finished {kind.name} does not run again on `helm upgrade`" in text
     assert text.rstrip().endswith(
         "other changes resume this run, which has nothing left to train once it has finished."
@@ -39,13 +41,18 @@ def test_notes_tell_the_user_what_to_run(helm, notes, kind):
     assert "all 2 pods run on one node" in text and "ReadWriteMany" in text
 
 
-def test_notes_with_custom_args_say_where_the_test_looks(notes):
+def test_notes_with_custom_args_say_where_the_test_looks(notes, kind):
     """args replace --output-dir and --checkpoint-dir: the chart's run directory holds nothing then."""
-    text = notes("--set", "args={--epochs=1,--save-model}")
+    args = ",".join(kind.args_prefix + ("--epochs=1",))
+    text = notes("--set", f"args={{{args},--save-model}}")
     assert "The model and metrics.json land on claim" not in text
     assert "Your args replace the chart's trainer flags" in text
     assert "(the trainer's\n   --output-dir=/mnt/pytorchjob-mnist/runs/ml/mnist/model)" in text
-    assert "--output-dir" not in notes("--set", "args={--epochs=1}", "--set", "tests.enabled=false")
+    assert "--output-dir" not in notes("--set", f"args={{{args}}}", "--set", "tests.enabled=false")
+
+
+@pytest.mark.parametrize("kind", kinds_taking("command"))
+def test_notes_with_a_custom_command_say_it_replaces_the_flags(notes):
     own_script = notes("--set", "command={python,/app/train.py}")
     assert "Your command and args replace the chart's trainer flags" in own_script
     assert "The model and metrics.json land on claim" not in own_script
