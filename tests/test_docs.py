@@ -23,11 +23,6 @@ DOCUMENTS = sorted(
 )
 # A values or manifest file given to helm, kubectl or make: `-f FILE`, `--values FILE`, `VALUES=FILE`, ...
 NAMED_FILE = re.compile(r"(?:(?<=\s)(?:-f|--values|--patch-file)[ =]|\bVALUES=)([\w./-]+\.ya?ml)\b")
-# Known contradictions in files this change may not edit: strict, so the fix makes the test fail until
-# the entry goes.
-KNOWN_MISSING = {
-    "charts/pytorchjob-mnist/README.md": "names my-values.yaml in `make run VALUES=…` and `python -m ci.localjob -f …`",
-}
 
 
 def layout_row(path: str) -> str:
@@ -62,16 +57,7 @@ def document_id(path: Path) -> str:
     return str(path.relative_to(REPO))
 
 
-@pytest.mark.parametrize(
-    "document",
-    [
-        pytest.param(d, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISSING[document_id(d)]))
-        if document_id(d) in KNOWN_MISSING
-        else d
-        for d in DOCUMENTS
-    ],
-    ids=document_id,
-)
+@pytest.mark.parametrize("document", DOCUMENTS, ids=document_id)
 def test_every_file_a_command_names_exists(document):
     """Commands run from the repository's root, so the files they name are relative to it."""
     named = NAMED_FILE.findall(document.read_text())

@@ -14,8 +14,7 @@ import argparse
 import re
 import sys
 
-from kubeflow.common.types import KubernetesBackendConfig
-from kubeflow.trainer import CustomTrainerContainer, TrainerClient
+from kubeflow.trainer import CustomTrainerContainer, KubernetesBackendConfig, TrainerClient
 from kubeflow.trainer.options import ActiveDeadlineSeconds, TrainerArgs, TrainerCommand
 
 # The runtime runs the command as it is: torchrun (through the trainer's wrapper, which keeps the trainer's

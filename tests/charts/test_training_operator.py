@@ -630,9 +630,9 @@ def test_notes_tell_the_user_what_to_check(helm, tmp_path):
     assert f"rollout status deployment/{RELEASE}" in text
     assert "--set image.repository=<registry>/trainer" in text, "a user's own build, unless a release published it"
     assert "WARNING" not in text
-    assert "helm install mnist charts/pytorchjob-mnist -n <namespace>" in text
+    assert "helm install mnist oci://ghcr.io/pytorchjob-mnist/charts/pytorchjob-mnist -n <namespace>" in text
     scoped = notes(watchNamespace="ml")
-    assert "helm install mnist charts/pytorchjob-mnist -n ml " in scoped, "the only namespace it watches"
+    assert "/charts/pytorchjob-mnist -n ml " in scoped, "the only namespace it watches"
     without_crd = notes(**{"crds.enabled": False})
     assert "crds.enabled=false" in without_crd
     # The command it gives must render the CRD (the template file itself is not applicable YAML).

@@ -99,31 +99,26 @@ def test_model_and_metrics_are_on_the_claim(undisturbed_run):
     )
 
 
-def test_the_helm_test_check_passes_on_the_result(undisturbed_run, helm):
-    """The chart's `helm test` pod, as rendered for the same values, run against what the job left
-    on the claim: it finds this run's id in metrics.json."""
-    _, _, run_dir = undisturbed_run
-    check = next(d for d in helm.render(WORKLOAD_CHART, set_values=UNDISTURBED) if d["kind"] == "Pod")["spec"][
-        "containers"
-    ][0]
+def assert_helm_test_passes(helm, values: dict, model_dir: Path) -> None:
+    """The chart's `helm test` pod, as rendered for `values`, run against what the job left in `model_dir`
+    on the claim: it finds this run's id and world size in metrics.json."""
+    check = next(d for d in helm.render(WORKLOAD_CHART, set_values=values) if d["kind"] == "Pod")["spec"]["containers"][
+        0
+    ]
     _, min_accuracy, _, run_id, world_size = check["args"]
-    assert json.loads((run_dir / RUN_SUBDIR / "model/metrics.json").read_text())["run_id"] == run_id
+    assert json.loads((model_dir / "metrics.json").read_text())["run_id"] == run_id
     result = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            check["command"][2],
-            str(run_dir / RUN_SUBDIR / "model"),
-            min_accuracy,
-            "1",
-            run_id,
-            world_size,
-        ],
+        [sys.executable, "-c", check["command"][2], str(model_dir), min_accuracy, "1", run_id, world_size],
         capture_output=True,
         text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "OK: accuracy" in result.stdout and f"world size {world_size};" in result.stdout
+
+
+def test_the_helm_test_check_passes_on_the_result(undisturbed_run, helm):
+    _, _, run_dir = undisturbed_run
+    assert_helm_test_passes(helm, UNDISTURBED, run_dir / RUN_SUBDIR / "model")
 
 
 @pytest.mark.parametrize("policy", ["OnFailure", "ExitCode"])
@@ -261,3 +256,29 @@ def test_trainjob_one_plus_one_completes_with_the_torch_plugins_env(tmp_path):
     assert metrics["world_size"] == 2 and metrics["epochs"] == 2 and metrics["dataset"] == "digits"
     assert (model_dir / "mnist_cnn.pt").stat().st_size > 0
     assert f"epoch=2 accuracy={metrics['accuracy']:.4f}" in (run_dir / "logs/mnist-node-0-0.log").read_text()
+
+
+@pytest.mark.one_helm_major  # the job runs once; either Helm renders the check
+def test_pytorchtrainingjob_of_three_pods_succeeds_through_t9ks_torchrun(tmp_path, helm):
+    """`make run RUN_FLAGS="--set jobKind=PyTorchTrainingJob --set workers=2"`: T9k's torchrun mode, in which
+    three pods' torchruns meet at the runner's rendezvous on the first pod, and the first pod's success is
+    the job's; the chart's `helm test` check passes on what it left."""
+    values = {"jobKind": "PyTorchTrainingJob", "workers": 2, "training.epochs": 2}
+    runner = start_runner(tmp_path, *(arg for key, value in values.items() for arg in ("--set", f"{key}={value}")))
+    output = finish(runner)
+    run_dir = tmp_path / "mnist"
+    assert runner.returncode == 0, output
+    assert "[localjob] PyTorchTrainingJob mnist: 3 pods (node ×3), torchrun --nproc-per-node=1 in each;" in output
+    for pod in range(3):
+        assert re.search(
+            rf"^\[localjob\] mnist-node-{pod}: --rdzv-endpoint=mnist-node-0:\d+ \(runner's choice", output, re.M
+        ), output
+    assert re.search(r"^\[mnist-node-\d\] World Size: 3\. Rank: 0\.", output, re.MULTILINE), output
+    prefixes = {line.split("] ", 1)[0] + "]" for line in output.splitlines()}
+    assert prefixes <= {"[localjob]", "[mnist-node-0]", "[mnist-node-1]", "[mnist-node-2]"}, prefixes
+    assert "[localjob] PyTorchTrainingJob mnist Succeeded: the first pod succeeded (restarts: 0," in output
+    model_dir = run_dir / RUN_SUBDIR / "model"
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    assert (metrics["world_size"], metrics["epochs"], metrics["dataset"]) == (3, 2, "digits")
+    assert f"epoch=2 accuracy={metrics['accuracy']:.4f}" in output
+    assert_helm_test_passes(helm, {**SMALL_DATA, **values}, model_dir)

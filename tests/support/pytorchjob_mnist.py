@@ -3,7 +3,7 @@ matrix of value combinations every rendering check runs over (the shared cases u
 each kind's own), and helpers that pick the trainer's pods apart whatever the kind.
 
 A new job kind gets every shared check by a Kind entry in KINDS: what its job is called, which
-combinations only it renders, how to validate its job and where its trainer pods are."""
+combinations only it renders, which values it refuses, how to validate its job and where its trainer pods are."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import yaml
 from kubeflow_trainer_api.models import TrainerV1alpha1TrainingRuntime, TrainerV1alpha1TrainJob
 
+from ci.localjob.kinds import job_model
+from ci.localjob.kinds.pytorchtrainingjob import RESTART_POLICIES as T9K_RESTART_POLICIES
 from tests.support.crd import load_pytorchjob_crd, validate_custom_object
 from tests.support.helm import by_kind, one
 from tests.support.paths import WORKLOAD_CHART
@@ -34,10 +37,11 @@ TRAINER_ENV = CPU_REQUEST | {"PYTHONSAFEPATH": "1"}
 TORCHRUN = ["python", "-m", "trainer.torchrun", "--module", "trainer"]
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
-# Combinations every kind renders: together with each kind's own cases and values files they exercise every value.
+# Combinations every kind renders, unless it refuses one of their values (Kind.refuses): together with each kind's
+# own cases and values files they exercise every value.
 SHARED_CASES: dict[str, dict] = {
     "defaults": {},
-    "one-pod-no-persistence": {"workers": 0, "persistence": {"enabled": False}, "shm": {"enabled": False}},
+    "one-pod-no-persistence": {"workers": 0, "persistence": {"enabled": False}},
     "three-pods-two-procs-suspended-deadline": {
         "workers": 2,
         "torchrun": {"enabled": True},
@@ -92,14 +96,16 @@ SHARED_CASES: dict[str, dict] = {
         },
         "serviceAccount": {"name": "mnist-reader"},
     },
-    "host-path-kueue": {
-        "persistence": {"hostPath": {"path": "/data/mnist", "nodeName": "node-a"}},
-        "kueue": {"queueName": "team-a"},
-    },
-    "wrapped-seed-recipe": {
-        "wrapCommand": ["py-spy", "record", "-o", "/tmp/profile.svg", "--"],
+    "host-path": {"persistence": {"hostPath": {"path": "/data/mnist", "nodeName": "node-a"}}},
+    "seed-recipe-own-cache-path": {
         "training": {"recipe": "seed", "batchSize": 64, "lr": 0.01, "momentum": 0.5, "extraArgs": ["--threads", "2"]},
         "scratch": {"cachePath": "/cache"},
+    },
+    # What T9k's PyTorchTrainingJob refuses: a wrapper before the trainer, Kueue, no /dev/shm.
+    "wrapped-kueue-no-shm": {
+        "wrapCommand": ["py-spy", "record", "-o", "/tmp/profile.svg", "--"],
+        "kueue": {"queueName": "team-a"},
+        "shm": {"enabled": False},
     },
 }
 
@@ -177,6 +183,28 @@ TRAINJOB_CASES: dict[str, dict] = {
     "chart-runtime-defaults": {"trainingRuntime": {"create": True}, "runPolicy": {"backoffLimit": None}},
 }
 
+PYTORCHTRAININGJOB_CASES: dict[str, dict] = {
+    "three-pods-exitcode-run-policy-queue": {
+        "workers": 2,
+        "restartPolicy": "ExitCode",
+        "runPolicy": {"backoffLimit": 0, "cleanPodPolicy": "Running", "activeDeadlineSeconds": 7200},
+        "t9k": {"maxRestarts": 2, "queue": "research", "priority": 80},
+    },
+    "never-clean-all-t9k-backoff-queue-only": {
+        "restartPolicy": "Never",
+        "runPolicy": {"backoffLimit": None, "cleanPodPolicy": "All"},
+        "t9k": {"queue": "research"},
+    },
+    "own-script-in-args": {
+        "args": ["/workspace/train.py", "--epochs=1"],
+        "workingDir": "/workspace",
+        "env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
+        "schedulerName": "t9k-scheduler",
+        "priorityClassName": "training-high",
+    },
+    "name-at-the-50-limit": {"fullnameOverride": "a" * 50},  # a…a-<5 hex>-node-1 = 63 chars
+}
+
 
 def pytorchjob_pods(docs: list[dict]) -> dict[str, dict]:
     """The Master's and the Workers' pod templates."""
@@ -223,6 +251,12 @@ def trainjob_pods(docs: list[dict]) -> dict[str, dict]:
     return {"node": {"metadata": patch["metadata"], "spec": {**runtime_spec, **spec, "containers": [container]}}}
 
 
+def pytorchtrainingjob_pods(docs: list[dict]) -> dict[str, dict]:
+    """Each replica spec's pod template, by its type (the chart's one is `node`)."""
+    job = one(docs, "PyTorchTrainingJob")
+    return {spec["type"]: spec["template"] for spec in job["spec"]["replicaSpecs"]}
+
+
 def assert_valid_pytorchjob(job: dict, helm) -> None:
     """Against the training-operator chart's CRD."""
     validate_custom_object(load_pytorchjob_crd(helm), job)
@@ -237,6 +271,59 @@ def assert_valid_trainjob(job: dict, helm) -> None:
 def assert_valid_training_runtime(runtime: dict) -> None:
     """The chart's TrainingRuntime through the same models, with the same round trip."""
     assert TrainerV1alpha1TrainingRuntime.from_dict(runtime).to_dict() == runtime, "fields were lost in the round trip"
+
+
+# The fields of a PyTorchTrainingJob that T9k's API reference documents, by path (shared/reference/t9k.md):
+# T9k publishes no schema, so these facts are all a rendered job can be checked against.
+T9K_FIELDS = {
+    "": {"apiVersion", "kind", "metadata", "spec"},
+    "spec": {"replicaSpecs", "torchrunConfig", "elastic", "runPolicy", "runMode", "scheduler", "tensorboardSpec"},
+    "spec.replicaSpecs[]": {"type", "replicas", "restartPolicy", "template", "scalingWeight"},
+    "spec.torchrunConfig": {"enabled", "maxRestarts", "procPerNode", "rdzvBackend", "extraOptions"},
+    "spec.runPolicy": {"backoffLimit", "activeDeadlineSeconds", "cleanUpPolicy"},
+    "spec.runMode": {"debug", "pause"},
+    "spec.runMode.pause": {"enabled", "resumeSpecs"},
+    "spec.scheduler": {"t9kScheduler"},
+    "spec.scheduler.t9kScheduler": {"queue", "priority"},
+}
+T9K_CLEAN_UP_POLICIES = {"None", "All", "Unfinished"}
+
+
+def assert_valid_pytorchtrainingjob(job: dict, helm) -> None:
+    """Against the facts of T9k's API reference (T9K_FIELDS and the values each takes), and read by the
+    local runner, which models T9k's controller (ci/localjob/kinds/pytorchtrainingjob.py). The pod
+    templates are Kubernetes' and validated as such with every kind's."""
+    spec = job["spec"]
+    run_mode, scheduler = spec.get("runMode", {}), spec.get("scheduler", {})
+    objects = [
+        ("", job),
+        ("spec", spec),
+        ("spec.torchrunConfig", spec["torchrunConfig"]),
+        ("spec.runPolicy", spec["runPolicy"]),
+        ("spec.runMode", run_mode),
+        ("spec.runMode.pause", run_mode.get("pause", {})),
+        ("spec.scheduler", scheduler),
+        ("spec.scheduler.t9kScheduler", scheduler.get("t9kScheduler", {})),
+        *(("spec.replicaSpecs[]", replica) for replica in spec["replicaSpecs"]),
+    ]
+    for path, fields in objects:
+        assert set(fields) <= T9K_FIELDS[path], f"{path}: {sorted(set(fields) - T9K_FIELDS[path])} are not T9k's"
+    assert (job["apiVersion"], job["kind"]) == ("batch.tensorstack.dev/v1beta1", "PyTorchTrainingJob")
+    config = spec["torchrunConfig"]
+    assert config["enabled"] is True and isinstance(config["maxRestarts"], int)
+    assert isinstance(config["procPerNode"], str), "procPerNode is a string"
+    for replica in spec["replicaSpecs"]:
+        assert replica["type"] and isinstance(replica["replicas"], int) and replica["replicas"] >= 1
+        assert replica["restartPolicy"] in T9K_RESTART_POLICIES, "a plain string, one of T9k's"
+    run_policy = spec["runPolicy"]
+    assert run_policy["cleanUpPolicy"] in T9K_CLEAN_UP_POLICIES
+    assert all(isinstance(run_policy.get(f, 0), int) for f in ("backoffLimit", "activeDeadlineSeconds"))
+    if scheduler:
+        assert scheduler["t9kScheduler"]["queue"], "a queue is required when spec.scheduler is set"
+        assert 0 <= scheduler["t9kScheduler"].get("priority", 0) <= 100
+    if run_mode:
+        assert run_mode["pause"]["enabled"] is True, "the chart renders runMode only to pause the job"
+    assert job_model(job).pods(), "the local runner reads it"
 
 
 @dataclass(frozen=True)
@@ -258,14 +345,40 @@ class Kind:
     # Whether the trainer pods take serviceAccount.automountToken, from the rendered documents (a
     # TrainJob's only on the chart's own TrainingRuntime: a runtime patch cannot set it).
     sets_automount_token: Callable[[list[dict]], bool] = lambda docs: True
+    # The values the kind refuses at anything but their default (its validate and unsupportedValues hooks):
+    # the shared checks that set one run for the other kinds, and test_<kind>_guards.py checks the refusal.
+    refuses: frozenset[str] = frozenset()
+    # What custom `args` start with to run the trainer (module or script), before the trainer's flags.
+    args_prefix: tuple[str, ...] = ()
 
     def values(self, values: dict) -> dict:
         """`values` under this kind."""
         return {"jobKind": self.name, **values}
 
+    def refused_in(self, values: dict) -> list[str]:
+        """The values the kind refuses that `values` set."""
+        return sorted(path for path in self.refuses if _sets(values, path))
+
+    def takes(self, values: dict) -> bool:
+        return not self.refused_in(values)
+
+
+def _sets(values: dict, path: str) -> bool:
+    """Whether the nested `values` hold the dotted `path`."""
+    for key in path.split("."):
+        if not isinstance(values, dict) or key not in values:
+            return False
+        values = values[key]
+    return True
+
 
 PYTORCHJOB = Kind(
     "PyTorchJob", "kubeflow.org/v1", PYTORCHJOB_CASES, pytorchjob_pods, assert_valid_pytorchjob, "pytorch"
+)
+# Values each of two kinds refuses.
+NO_GANG_SCHEDULING = frozenset(
+    f"runPolicy.schedulingPolicy.{field}"
+    for field in ("minAvailable", "queue", "priorityClass", "scheduleTimeoutSeconds")
 )
 TRAINJOB = Kind(
     "TrainJob",
@@ -276,8 +389,43 @@ TRAINJOB = Kind(
     "node",
     other_custom_kinds=("TrainingRuntime",),
     sets_automount_token=lambda docs: bool(by_kind(docs, "TrainingRuntime")),
+    refuses=NO_GANG_SCHEDULING
+    | {
+        "elasticPolicy.enabled",
+        "restartPolicy",
+        "runPolicy.backoffLimit",
+        "runPolicy.cleanPodPolicy",
+        "runPolicy.ttlSecondsAfterFinished",
+        "schedulerName",
+        "priorityClassName",
+        "workingDir",
+    },
 )
-KINDS = (PYTORCHJOB, TRAINJOB)
+PYTORCHTRAININGJOB = Kind(
+    "PyTorchTrainingJob",
+    "batch.tensorstack.dev/v1beta1",
+    PYTORCHTRAININGJOB_CASES,
+    pytorchtrainingjob_pods,
+    assert_valid_pytorchtrainingjob,
+    "pytorch",
+    refuses=NO_GANG_SCHEDULING
+    | {
+        "command",
+        "wrapCommand",
+        "shm.enabled",
+        "elasticPolicy.enabled",
+        "runPolicy.ttlSecondsAfterFinished",
+        "kueue.queueName",
+        "kueue.multiKueue",
+    },
+    args_prefix=("-m", "trainer"),
+)
+KINDS = (PYTORCHJOB, TRAINJOB, PYTORCHTRAININGJOB)
+
+
+def kinds_taking(*paths: str) -> list:
+    """The kinds that take these values, as parameters of a test that sets them (it replaces the `kind` fixture)."""
+    return [pytest.param(kind, id=kind.name) for kind in KINDS if not kind.refuses & set(paths)]
 
 
 def values_files(kind: Kind) -> list[Path]:
@@ -295,6 +443,8 @@ def case_files_in(tmp_dir: Path) -> dict[str, dict[str, tuple[Path, ...]]]:
     for kind in KINDS:
         cases = {str(f.relative_to(WORKLOAD_CHART)): (f,) for f in values_files(kind)}
         for name, values in (SHARED_CASES | kind.cases).items():
+            if name not in kind.cases and not kind.takes(values):  # its own cases are written for it
+                continue
             path = tmp_dir / f"{kind.name}-{name}.yaml"
             path.write_text(yaml.safe_dump(kind.values(values)))
             cases[name] = (path,)

@@ -41,3 +41,14 @@ NOTES.txt prints the multi-line pieces line by line (see there).
 {{- $root := index . 1 }}
 {{- include (printf "pytorchjob-mnist.%s.%s" $root.Values.jobKind (index . 0)) $root }}
 {{- end }}
+
+{{/* "true" when the job kind has no counterpart for the value at a dotted path with these values: its
+unsupportedValues hook lists the value, and the value that entry names as liftedBy is not true.
+include "pytorchjob-mnist.kindLacks" (list . "workingDir"). */}}
+{{- define "pytorchjob-mnist.kindLacks" -}}
+{{- $root := index . 0 }}
+{{- $unsupported := include "pytorchjob-mnist.kindHook" (list "unsupportedValues" $root) | fromYaml }}
+{{- with index (default dict $unsupported.values) (index . 1) }}
+{{- if not (and .liftedBy (eq (include "pytorchjob-mnist.valueAt" (list $root .liftedBy)) "true")) }}true{{ end }}
+{{- end }}
+{{- end }}

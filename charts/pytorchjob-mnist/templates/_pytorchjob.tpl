@@ -63,7 +63,8 @@ hooks, as _kinds.tpl describes them. */}}
 {{- define "pytorchjob-mnist.PyTorchJob.notes.summary" -}}
 {{- $workers := int .Values.workers -}}
 PyTorchJob {{ include "pytorchjob-mnist.fullname" . }} (1 Master + {{ .Values.workers }} Worker{{ if ne $workers 1 }}s{{ end }}, backend {{ include "pytorchjob-mnist.backend" . }}, recipe {{ .Values.training.recipe }}{{ if .Values.torchrun.enabled }}, torchrun with {{ include "pytorchjob-mnist.nprocPerNode" . }} process(es) per pod{{ end }}) was submitted to namespace {{ .Release.Namespace }}.
-It needs the training-operator (charts/training-operator) running in the cluster.
+It needs a training-operator v1 running in the cluster, such as this project's chart
+oci://ghcr.io/pytorchjob-mnist/charts/training-operator installs.
 {{- $deadline := .Values.runPolicy.activeDeadlineSeconds }}
 {{- if and (eq .Values.restartPolicy "ExitCode") (kindIs "invalid" $deadline) }}
 restartPolicy is ExitCode, and the training-operator v1 does not count its pod recreations against

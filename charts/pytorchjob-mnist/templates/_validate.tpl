@@ -64,9 +64,8 @@ defaults, unless the value its entry names as liftedBy is true. */}}
 {{- $kind := .Values.jobKind }}
 {{- $unsupported := include "pytorchjob-mnist.kindHook" (list "unsupportedValues" .) | fromYaml }}
 {{- range $path, $value := $unsupported.values }}
-{{- $lifted := and $value.liftedBy (eq (include "pytorchjob-mnist.valueAt" (list $ $value.liftedBy)) "true") }}
 {{- $set := include "pytorchjob-mnist.valueAt" (list $ $path) }}
-{{- if and (not $lifted) (ne $set (toJson $value.default)) }}
+{{- if and (include "pytorchjob-mnist.kindLacks" (list $ $path)) (ne $set (toJson $value.default)) }}
 {{- $lift := "" }}
 {{- with $value.liftedBy }}{{ $lift = printf ", set %s=true" . }}{{ end }}
 {{- fail (printf "%s: %s with jobKind %s has no %s counterpart: %s; leave %s at its default (%s)%s, or %s" $path $set $kind $kind $value.why $path (toJson $value.default) $lift $unsupported.alternative) }}

@@ -20,7 +20,8 @@ def kind():
 def test_notes_give_the_operators_commands(notes):
     text = notes()
     assert text.startswith("PyTorchJob mnist (1 Master + 1 Worker, backend gloo, recipe fast) was submitted")
-    assert "It needs the training-operator (charts/training-operator) running in the cluster." in text
+    assert "It needs a training-operator v1 running in the cluster, such as this project's chart\n" in text
+    assert "\noci://ghcr.io/pytorchjob-mnist/charts/training-operator installs." in text
     for command in (
         "kubectl get pytorchjobs mnist -n ml -w",
         "kubectl get pods -n ml -l training.kubeflow.org/job-name=mnist",

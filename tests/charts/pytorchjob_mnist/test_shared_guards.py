@@ -124,7 +124,15 @@ GUARDS = {
 
 
 @pytest.mark.one_helm_major
-@pytest.mark.parametrize("case", sorted(GUARDS))
+@pytest.mark.parametrize(
+    "kind, case",
+    [
+        pytest.param(kind, case, id=f"{kind.name}-{case}")
+        for case in sorted(GUARDS)
+        for kind in KINDS
+        if kind.takes(GUARDS[case][0])
+    ],
+)
 def test_fail_guard_message(helm, tmp_path, kind, case):
     values, message = GUARDS[case]
     assert message in template_error(helm, kind.values(values), tmp_path)
@@ -207,7 +215,7 @@ def test_guards_accept_what_they_do_not_refuse(helm, tmp_path, kind):
             "persistence": {"hostPath": {"path": "/srv", "nodeName": "gpu-1"}},
         },
     ]
-    for values in accepted:
+    for values in filter(kind.takes, accepted):
         assert job_of(render_with(helm, kind.values(values), tmp_path)), values
     docs = render_with(
         helm,
@@ -240,6 +248,7 @@ def test_unsupported_values_defaults_are_values_yamls(helm, helpers_chart, tmp_p
         assert entry["why"], path
     if unsupported.get("values"):
         assert unsupported["alternative"], "the guard's message says what to do instead"
+    assert set(unsupported.get("values", {})) <= kind.refuses, "the tests leave them out of the kind's shared checks"
 
 
 def test_renders_as_an_optional_subchart(helm, tmp_path):

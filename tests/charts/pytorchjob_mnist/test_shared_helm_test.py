@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.helm import one
 from tests.support.paths import WORKLOAD_CHART
-from tests.support.pytorchjob_mnist import flag, render_with, trainer_container, trainer_pods
+from tests.support.pytorchjob_mnist import flag, kinds_taking, render_with, trainer_container, trainer_pods
 
 
 def helm_test_args(docs: list[dict]) -> list[str]:
@@ -103,8 +103,14 @@ def test_helm_test_checks_the_world_size_when_the_values_fix_it(helm, tmp_path, 
     assert helm_test_args(render_with(helm, kind.values(values), tmp_path))[4] == world_size
 
 
-@pytest.mark.parametrize("custom", [{"args": ["--epochs=1"]}, {"command": ["python", "/app/train.py"]}])
-def test_helm_test_accepts_any_finished_run_of_a_custom_command_or_args(helm, tmp_path, kind, custom):
+def test_helm_test_accepts_any_finished_run_of_custom_args(helm, tmp_path, kind):
+    custom = {"args": [*kind.args_prefix, "--epochs=1"]}
+    assert helm_test_args(render_with(helm, kind.values(custom), tmp_path))[3:] == ["", ""]
+
+
+@pytest.mark.parametrize("kind", kinds_taking("command"))
+def test_helm_test_accepts_any_finished_run_of_a_custom_command(helm, tmp_path, kind):
+    custom = {"command": ["python", "/app/train.py"]}
     assert helm_test_args(render_with(helm, kind.values(custom), tmp_path))[3:] == ["", ""]
 
 

@@ -13,7 +13,15 @@ from tests.support.helm import by_kind
 from tests.support.k8s import assert_valid_in_every_version
 from tests.support.paths import WORKLOAD_CHART
 from tests.support.pss import restricted_violations
-from tests.support.pytorchjob_mnist import KINDS, SHARED_CASES, all_pod_specs, flag, job_of, trainer_container
+from tests.support.pytorchjob_mnist import (
+    KINDS,
+    SHARED_CASES,
+    all_pod_specs,
+    flag,
+    job_of,
+    template_error,
+    trainer_container,
+)
 
 TEMPLATES = WORKLOAD_CHART / "templates"
 # The hooks of _kinds.tpl's contract.
@@ -52,8 +60,16 @@ def test_the_kinds_are_the_schemas_and_each_has_its_template_and_every_hook():
 
 def test_every_kind_renders_every_shared_case_and_enough_of_its_own(case_files, kind):
     cases = case_files[kind.name]
-    assert set(SHARED_CASES) <= set(cases)
+    assert {name for name, values in SHARED_CASES.items() if kind.takes(values)} <= set(cases)
     assert len(cases) >= 12, sorted(cases)
+
+
+@pytest.mark.one_helm_major
+def test_a_kind_refuses_the_shared_cases_it_leaves_out_by_the_values_it_refuses(helm, tmp_path, kind):
+    for name, values in SHARED_CASES.items():
+        if not kind.takes(values):
+            error = template_error(helm, kind.values(values), tmp_path)
+            assert any(path in error for path in kind.refused_in(values)), f"{name}: {error}"
 
 
 def test_lint_strict_for_every_combination(helm, case_files, kind):
@@ -127,7 +143,9 @@ def test_every_kind_runs_the_trainer_with_the_same_flags(rendered_kinds):
     def without_run_flags(args):
         return [a for i, a in enumerate(args) if a not in run_specific and (i == 0 or args[i - 1] not in run_specific)]
 
-    first, *others = [trainer_container(rendered_kinds(kind)["defaults"])["args"] for kind in KINDS]
+    first, *others = [
+        trainer_container(rendered_kinds(kind)["defaults"])["args"][len(kind.args_prefix) :] for kind in KINDS
+    ]
     for args in others:
         assert without_run_flags(args) == without_run_flags(first)
         for run_flag in ("--checkpoint-dir", "--log-dir"):

@@ -5,17 +5,25 @@ from __future__ import annotations
 
 import re
 
-from tests.support.paths import WORKLOAD_CHART
-from tests.support.pytorchjob_mnist import flag, trainer_container
+import pytest
+import yaml
+
+from tests.support.paths import REPO, WORKLOAD_CHART
+from tests.support.pytorchjob_mnist import flag, kinds_taking, render_with, trainer_container
+
+# Until the first release CHANGELOG.md says so, and values.yaml's image.repository holds no image.
+UNRELEASED = "No version has been released yet" in (REPO / "CHANGELOG.md").read_text()
+IMAGE_WARNING = "WARNING: image.repository is the default"
+HOME = yaml.safe_load((WORKLOAD_CHART / "Chart.yaml").read_text())["home"]
 
 
 def test_notes_number_the_steps_around_the_kinds_pieces(notes, kind):
     text = notes("--set", "tensorboard.enabled=true")
     steps = re.findall(r"^(\d)\. ", text, re.MULTILINE)
     assert steps == ["1", "2", "3", "4"], text
-    assert re.search(r"^1\. Follow the job \(State column: .+\):\n {5}kubectl get ", text, re.MULTILINE)
+    assert re.search(r"^1\. Follow the job \(.+\):\n {5}kubectl get ", text, re.MULTILINE)
     assert re.search(r"^2\. Read .+ training log .+\n(   .+\n)* {5}\S", text, re.MULTILINE)
-    assert re.search(rf"^3\. Wait for it to finish:\n {{5}}kubectl wait {kind.name.lower()}/mnist -n ml ", text, re.M)
+    assert re.search(r"^3\. Wait for it to finish:\n {5}kubectl wait \S+/mnist -n ml ", text, re.MULTILINE)
     assert f"A finished {kind.name} does not run again on `helm upgrade`" in text
     assert text.rstrip().endswith(
         "other changes resume this run, which has nothing left to train once it has finished."
@@ -39,16 +47,45 @@ def test_notes_tell_the_user_what_to_run(helm, notes, kind):
     assert "all 2 pods run on one node" in text and "ReadWriteMany" in text
 
 
-def test_notes_with_custom_args_say_where_the_test_looks(notes):
+def test_notes_with_custom_args_say_where_the_test_looks(notes, kind):
     """args replace --output-dir and --checkpoint-dir: the chart's run directory holds nothing then."""
-    text = notes("--set", "args={--epochs=1,--save-model}")
+    args = ",".join(kind.args_prefix + ("--epochs=1",))
+    text = notes("--set", f"args={{{args},--save-model}}")
     assert "The model and metrics.json land on claim" not in text
     assert "Your args replace the chart's trainer flags" in text
     assert "(the trainer's\n   --output-dir=/mnt/pytorchjob-mnist/runs/ml/mnist/model)" in text
-    assert "--output-dir" not in notes("--set", "args={--epochs=1}", "--set", "tests.enabled=false")
+    assert "--output-dir" not in notes("--set", f"args={{{args}}}", "--set", "tests.enabled=false")
+
+
+@pytest.mark.parametrize("kind", kinds_taking("command"))
+def test_notes_with_a_custom_command_say_it_replaces_the_flags(notes):
     own_script = notes("--set", "command={python,/app/train.py}")
     assert "Your command and args replace the chart's trainer flags" in own_script
     assert "The model and metrics.json land on claim" not in own_script
+
+
+def _notes_name_the_working_dir(helm, notes, kind, tmp_path, values):
+    docs = render_with(helm, kind.values(values), tmp_path, release="mnist", namespace="ml")
+    working_dir = trainer_container(docs).get("workingDir", "the image's working directory")
+    text = " ".join(notes("-f", str(tmp_path / "values.yaml")).split())
+    assert f"(relative paths from {working_dir})" in text
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{"args": ["--epochs=1", "--save-model"]}, {"args": ["--epochs=1"], "trainingRuntime": {"create": True}}],
+    ids=["args", "args-on-the-charts-runtime"],
+)
+def test_notes_say_where_relative_paths_in_custom_args_start(helm, notes, kind, tmp_path, values):
+    """The trainer container's workingDir, or the image's where it has none: a TrainJob's only on the
+    chart's own runtime."""
+    values = {**values, "args": [*kind.args_prefix, *values["args"]]}
+    _notes_name_the_working_dir(helm, notes, kind, tmp_path, values)
+
+
+@pytest.mark.parametrize("kind", kinds_taking("command"))
+def test_notes_say_where_relative_paths_in_a_custom_command_start(helm, notes, kind, tmp_path):
+    _notes_name_the_working_dir(helm, notes, kind, tmp_path, {"command": ["python", "/app/train.py"]})
 
 
 def test_notes_warn_when_pods_share_a_node_without_a_cpu_request_or_limit(notes):
@@ -91,3 +128,23 @@ def test_notes_say_where_a_multikueue_job_runs(helm, notes, kind):
         "which needs namespace ml, LocalQueue team-a, the job's controller and every object the job refers to" in text
     )
     assert "MultiKueue" not in notes()
+
+
+def test_notes_warn_while_no_release_has_published_the_default_image(helm, notes, kind):
+    """A plain install pulls values.yaml's image.repository, which only a release fills: until the first
+    (CHANGELOG.md), its pods could only wait in ImagePullBackOff. The warning goes with the first release."""
+    assert (IMAGE_WARNING in notes()) == UNRELEASED
+    assert IMAGE_WARNING not in notes("--set", "image.repository=registry.example.com/ml/trainer")
+    if UNRELEASED:
+        text = notes("--set", "gpu=1")
+        [warning] = [" ".join(p.split()) for p in text.split("\n\n") if p.startswith(IMAGE_WARNING)]
+        docs = helm.render(WORKLOAD_CHART, release="mnist", namespace="ml", set_values=kind.values({"gpu": 1}))
+        assert f"ImagePullBackOff for {trainer_container(docs)['image']}." in warning
+        assert f"in a clone of {HOME} (make image push REGISTRY=<registry> VARIANT=cuda)" in warning
+        assert "helm uninstall mnist -n ml and install again with --set image.repository=<registry>/trainer" in warning
+        assert "VARIANT" not in notes(), "make image builds the CPU variant by default"
+
+
+def test_the_readme_says_whether_a_release_has_published_the_default_image():
+    readme = " ".join((WORKLOAD_CHART / "README.md").read_text().split())
+    assert ("None has been published yet" in readme) == UNRELEASED

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from tests.support.dockerfile import runtime_env, runtime_user
 from tests.support.helm import by_kind, one, set_chart_field
 from tests.support.paths import WORKLOAD_CHART
@@ -16,6 +18,7 @@ from tests.support.pytorchjob_mnist import (
     env_of,
     flag,
     job_of,
+    kinds_taking,
     render_with,
     selects,
     trainer_container,
@@ -220,6 +223,7 @@ def test_pod_annotations_reach_every_pod_and_leave_the_test_hook_intact(helm, tm
     assert test_annotations["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
 
 
+@pytest.mark.parametrize("kind", kinds_taking("kueue.queueName"))
 def test_kueue_gets_the_queue_label(rendered):
-    assert job_of(rendered["host-path-kueue"])["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert job_of(rendered["wrapped-kueue-no-shm"])["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     assert "kueue.x-k8s.io/queue-name" not in job_of(rendered["defaults"])["metadata"]["labels"]

@@ -9,6 +9,7 @@ from tests.support.helm import by_kind, one
 from tests.support.paths import WORKLOAD_CHART
 from tests.support.pytorchjob_mnist import (
     flag,
+    kinds_taking,
     render_with,
     same_node_terms,
     selects,
@@ -80,7 +81,7 @@ def test_an_existing_claim_is_mounted_and_nothing_is_created(helm, tmp_path, kin
 
 
 def test_a_host_path_volume_is_reserved_for_its_claim_and_mounted(rendered):
-    docs = rendered["host-path-kueue"]
+    docs = rendered["host-path"]
     pv = one(docs, "PersistentVolume")
     assert pv["spec"]["hostPath"] == {"path": "/data/mnist", "type": "DirectoryOrCreate"}
     for volume in storage_volumes(docs):
@@ -112,7 +113,14 @@ def test_persistence_disabled_uses_an_empty_dir_and_skips_the_test_pod(rendered)
     for template in trainer_pods(docs).values():
         volumes = {v["name"]: v for v in template["spec"]["volumes"]}
         assert volumes["storage"] == {"name": "storage", "emptyDir": {}}
-        assert "dshm" not in volumes, "shm.enabled=false drops the /dev/shm volume"
+
+
+@pytest.mark.parametrize("kind", kinds_taking("shm.enabled"))
+def test_shm_disabled_drops_the_dev_shm_volume(rendered):
+    docs = rendered["wrapped-kueue-no-shm"]
+    for role, template in trainer_pods(docs).items():
+        assert "dshm" not in {v["name"] for v in template["spec"]["volumes"]}, role
+        assert "/dev/shm" not in {m["mountPath"] for m in trainer_container(docs, role)["volumeMounts"]}, role
 
 
 def test_keep_false_lets_helm_delete_the_claim(helm, tmp_path):

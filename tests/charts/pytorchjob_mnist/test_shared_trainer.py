@@ -16,6 +16,7 @@ from tests.support.pytorchjob_mnist import (
     TRAINER_ENV,
     env_of,
     flag,
+    kinds_taking,
     render_helpers,
     render_with,
     template_error,
@@ -77,16 +78,16 @@ def test_a_guard_refuses_what_the_trainer_would_refuse(helm, helpers_chart, tmp_
 
 def test_no_nesterov_in_extra_args_passes_the_guard_and_the_trainer(helm, helpers_chart, tmp_path, capsys, kind):
     values = kind.values({"training": {"momentum": 0, "extraArgs": ["--no-nesterov"]}})
-    args = trainer_container(render_with(helm, values, tmp_path))["args"]
+    args = trainer_container(render_with(helm, values, tmp_path))["args"][len(kind.args_prefix) :]
     parsed = cli.parse_args(args)
     assert (parsed.momentum, parsed.nesterov) == (0, False)
     assert args == render_helpers(helm, helpers_chart, values, tmp_path)["trainerArgs"], "the preview's are the job's"
     assert "needs --momentum > 0" in trainer_refusal(args[:-1], capsys), "without it the trainer refuses"
 
 
-def test_the_trainer_takes_every_flag_the_chart_generates(rendered):
+def test_the_trainer_takes_every_flag_the_chart_generates(rendered, kind):
     for name, docs in rendered.items():
-        args = trainer_container(docs).get("args", [])
+        args = trainer_container(docs).get("args", [])[len(kind.args_prefix) :]
         if "--run-id" not in args:
             continue  # a user's own args
         try:
@@ -154,12 +155,12 @@ def test_numbers_and_booleans_in_extra_args_and_args_become_strings(helm, tmp_pa
     for container in (from_set, from_file):
         assert container["args"][-4:] == words
         assert flag(container["args"], "--run-id") == flag(as_strings["args"], "--run-id")
-    values_file_numbers = ["--max", 1000000, "--ratio", 0.25]
+    prefix = list(kind.args_prefix)
+    values_file_numbers = [*prefix, "--max", 1000000, "--ratio", 0.25]
     args = trainer_container(render_with(helm, kind.values({"args": values_file_numbers}), tmp_path))["args"]
-    assert args == ["--max", "1000000", "--ratio", "0.25"], "a values file's whole numbers are floats"
-    assert trainer_container(helm.render(WORKLOAD_CHART, set_values=kind.values({"args": ["--epochs", "2"]})))[
-        "args"
-    ] == ["--epochs", "2"]
+    assert args == [*prefix, "--max", "1000000", "--ratio", "0.25"], "a values file's whole numbers are floats"
+    set_args = kind.values({"args": [*prefix, "--epochs", "2"]})
+    assert trainer_container(helm.render(WORKLOAD_CHART, set_values=set_args))["args"] == [*prefix, "--epochs", "2"]
 
 
 def test_decimals_from_set_are_accepted(helm):
@@ -191,13 +192,19 @@ def test_the_fast_recipe_leaves_batch_lr_and_momentum_to_the_trainer(default_doc
     assert not {"--batch-size", "--lr", "--momentum"} & set(args)
 
 
-def test_a_wrapper_goes_before_the_trainer_and_the_seed_recipe_is_spelled_out(rendered):
-    container = trainer_container(rendered["wrapped-seed-recipe"])
+@pytest.mark.parametrize("kind", kinds_taking("wrapCommand"))
+def test_a_wrapper_goes_before_the_trainer(rendered):
+    container = trainer_container(rendered["wrapped-kueue-no-shm"])
     assert container["command"][:5] == ["py-spy", "record", "-o", "/tmp/profile.svg", "--"]
     assert container["command"][5:] in (
         ["python", "-m", "trainer"],
         ["python", "-m", "trainer.torchrun", "--module", "trainer"],
     )
+    assert container["args"] == trainer_container(rendered["defaults"])["args"], "the trainer keeps its flags"
+
+
+def test_the_seed_recipe_is_spelled_out_and_the_caches_follow_their_path(rendered):
+    container = trainer_container(rendered["seed-recipe-own-cache-path"])
     args = container["args"]
     assert (flag(args, "--recipe"), flag(args, "--batch-size"), flag(args, "--lr"), flag(args, "--momentum")) == (
         "seed",
@@ -209,6 +216,7 @@ def test_a_wrapper_goes_before_the_trainer_and_the_seed_recipe_is_spelled_out(re
     assert {"name": "TORCH_HOME", "value": "/cache/torch"} in container["env"]
 
 
+@pytest.mark.parametrize("kind", kinds_taking("command"))
 def test_a_command_without_args_gets_no_trainer_flags(helm, kind):
     """A user's own script would die on the trainer's flags ("unrecognized arguments")."""
     docs = helm.render(WORKLOAD_CHART, set_values=kind.values({"command": ["python", "/app/train.py"]}))

@@ -103,7 +103,7 @@ def test_suspend_and_deadline_map_to_the_trainjobs_own_fields(rendered):
 
 
 def test_kueue_owns_suspend(rendered):
-    assert "suspend" not in one(rendered["host-path-kueue"], "TrainJob")["spec"]
+    assert "suspend" not in one(rendered["wrapped-kueue-no-shm"], "TrainJob")["spec"]
 
 
 def test_own_runtime_command_and_env(rendered):
@@ -121,7 +121,7 @@ def test_args_alone_replace_the_flags_but_keep_torchrun(helm):
 
 
 def test_a_wrapper_goes_before_torchrun(rendered):
-    trainer = one(rendered["wrapped-seed-recipe"], "TrainJob")["spec"]["trainer"]
+    trainer = one(rendered["wrapped-kueue-no-shm"], "TrainJob")["spec"]["trainer"]
     assert trainer["command"] == ["py-spy", "record", "-o", "/tmp/profile.svg", "--", *TORCHRUN]
 
 
