@@ -386,8 +386,12 @@ def test_a_budget_that_blocks_every_drain_is_refused(helm, replicas):
     )
 
 
-def test_network_policy_opens_the_webhook_to_all_and_metrics_to_the_given_peers(helm):
-    assert not by_kind(render(helm), "NetworkPolicy"), "opt-in: the cluster's plugin must enforce it"
+def test_network_policy_opens_the_webhook_to_all_and_metrics_to_the_given_peers(helm, tmp_path):
+    (default,) = by_kind(render(helm), "NetworkPolicy")
+    webhook, metrics = default["spec"]["ingress"]
+    assert metrics == {"from": [{"namespaceSelector": {}}], "ports": [{"port": "metrics", "protocol": "TCP"}]}, (
+        "by default any pod may scrape: the chart cannot know where Prometheus runs"
+    )
     docs = render(helm, OPERATOR_CHART / "ci" / "tuned-values.yaml")
     policy = one(docs, "NetworkPolicy")["spec"]
     deployment = one(docs, "Deployment")
@@ -399,13 +403,18 @@ def test_network_policy_opens_the_webhook_to_all_and_metrics_to_the_given_peers(
     assert metrics["ports"] == [{"port": "metrics", "protocol": "TCP"}]
     ports = {port["name"] for port in operator_container(docs)["ports"]}
     assert {"webhook", "metrics"} <= ports, "the policy's named ports exist on the container"
-    (unscraped,) = by_kind(render(helm, **{"networkPolicy.enabled": True}), "NetworkPolicy")
+    unscraped_values = tmp_path / "unscraped.yaml"
+    unscraped_values.write_text("networkPolicy: {metricsFrom: []}\n")
+    (unscraped,) = by_kind(render(helm, unscraped_values), "NetworkPolicy")
     assert len(unscraped["spec"]["ingress"]) == 1, "no metricsFrom: only the webhook port is open"
+    assert not by_kind(render(helm, **{"networkPolicy.enabled": False}), "NetworkPolicy")
 
 
 @pytest.mark.one_helm_major
-def test_a_service_monitor_that_the_network_policy_would_block_is_refused(helm):
-    error = template_error(helm, **{"networkPolicy.enabled": True, "metrics.serviceMonitor.enabled": True})
+def test_a_service_monitor_that_the_network_policy_would_block_is_refused(helm, tmp_path):
+    unscraped_values = tmp_path / "unscraped.yaml"
+    unscraped_values.write_text("networkPolicy: {metricsFrom: []}\n")
+    error = template_error(helm, unscraped_values, **{"metrics.serviceMonitor.enabled": True})
     assert "add its namespace or pods to networkPolicy.metricsFrom" in error
 
 

@@ -93,11 +93,11 @@ worker group reads the last round's gloo/NCCL addresses and fails to connect
 {{/* The trainer container's volume mounts as a YAML list, for the volumes of trainerVolumes. */}}
 {{- define "pytorchjob-mnist.trainerVolumeMounts" -}}
 - name: storage
-  mountPath: {{ .Values.persistence.mountPath }}
+  mountPath: {{ .Values.persistence.mountPath | quote }}
 - name: tmp
   mountPath: /tmp
 - name: cache
-  mountPath: {{ .Values.scratch.cachePath }}
+  mountPath: {{ .Values.scratch.cachePath | quote }}
 {{- if .Values.shm.enabled }}
 - name: dshm
   mountPath: /dev/shm

@@ -21,11 +21,11 @@
 {{- end }}
 
 {{/* The helm test pod's image: the trainer's (it has Python and torch), or a custom test image that
-replaces its repository and/or tag, without the trainer's digest. */}}
+replaces its repository, tag and/or digest, without the trainer's digest. */}}
 {{- define "pytorchjob-mnist.testImage" -}}
 {{- $test := .Values.tests.image }}
-{{- if or $test.repository $test.tag }}
-{{- include "pytorchjob-mnist.image" (dict "repository" (default .Values.image.repository $test.repository) "tag" (default (include "pytorchjob-mnist.imageTag" .) $test.tag)) }}
+{{- if or $test.repository $test.tag $test.digest }}
+{{- include "pytorchjob-mnist.image" (dict "repository" (default .Values.image.repository $test.repository) "tag" (default (include "pytorchjob-mnist.imageTag" .) $test.tag) "digest" $test.digest) }}
 {{- else }}
 {{- include "pytorchjob-mnist.trainerImage" . }}
 {{- end }}

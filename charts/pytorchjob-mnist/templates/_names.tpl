@@ -70,6 +70,12 @@ field, which this cluster's controller leaves to Kueue and Kueue dispatches on. 
 kueue.x-k8s.io/multikueue
 {{- end }}
 
+{{/* The ServiceAccount of every pod: serviceAccount.name, else the one the chart creates
+(serviceaccount.yaml), named apart from the namespace's `default` whatever the release is called. */}}
+{{- define "pytorchjob-mnist.serviceAccountName" -}}
+{{- default (printf "%s-workload" (include "pytorchjob-mnist.fullname" .)) .Values.serviceAccount.name }}
+{{- end }}
+
 {{- define "pytorchjob-mnist.claimName" -}}
 {{- default (printf "%s-storage" (include "pytorchjob-mnist.fullname" .)) .Values.persistence.existingClaim }}
 {{- end }}

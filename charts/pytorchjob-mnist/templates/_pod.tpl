@@ -57,13 +57,11 @@ account, pull secrets, pod security context, nodeSelector, tolerations and affin
 These are also all a TrainJob's runtimePatches accept of them.
 */}}
 {{- define "pytorchjob-mnist.placementPodSpec" -}}
-{{- with .Values.serviceAccount.name }}
-serviceAccountName: {{ . }}
-{{- end }}
+serviceAccountName: {{ include "pytorchjob-mnist.serviceAccountName" . | quote }}
 {{- with .Values.image.pullSecrets }}
 imagePullSecrets:
   {{- range . }}
-  - name: {{ . }}
+  - name: {{ . | quote }}
   {{- end }}
 {{- end }}
 {{- with .Values.podSecurityContext }}
@@ -87,7 +85,12 @@ affinity:
 {{/* placementPodSpec plus the service account token's mount, which a runtime patch cannot set. */}}
 {{- define "pytorchjob-mnist.sharedPodSpec" -}}
 automountServiceAccountToken: {{ .Values.serviceAccount.automountToken }}
-{{- include "pytorchjob-mnist.placementPodSpec" . }}
+{{ include "pytorchjob-mnist.placementPodSpec" . }}
+{{- end }}
+
+{{/* "true" when the chart renders the `helm test` pod, which reads the run's results from the volume. */}}
+{{- define "pytorchjob-mnist.helmTest" -}}
+{{- if and .Values.tests.enabled .Values.persistence.enabled }}true{{ end }}
 {{- end }}
 
 {{/* The trainer pod's labels: the selector labels (which the single-node podAffinity and the
@@ -106,7 +109,7 @@ writable /tmp and cache dirs (the root filesystem is read-only) and the memory-b
 - name: storage
   {{- if .Values.persistence.enabled }}
   persistentVolumeClaim:
-    claimName: {{ include "pytorchjob-mnist.claimName" . }}
+    claimName: {{ include "pytorchjob-mnist.claimName" . | quote }}
   {{- else }}
   emptyDir: {}
   {{- end }}
@@ -131,16 +134,14 @@ the training-operator v1 looks up by name. */}}
 metadata:
   labels:
     {{- include "pytorchjob-mnist.trainerPodLabels" . | nindent 4 }}
-  {{- with .Values.podAnnotations }}
   annotations:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
+    {{- include "pytorchjob-mnist.trainerPodAnnotations" (list . "[]") | nindent 4 }}
 spec:
   {{- with .Values.schedulerName }}
-  schedulerName: {{ . }}
+  schedulerName: {{ . | quote }}
   {{- end }}
   {{- with .Values.priorityClassName }}
-  priorityClassName: {{ . }}
+  priorityClassName: {{ . | quote }}
   {{- end }}
   {{- with include "pytorchjob-mnist.sharedPodSpec" . | trim }}{{ . | nindent 2 }}{{ end }}
   containers:
@@ -156,7 +157,7 @@ spec:
         {{- . | nindent 8 }}
       {{- end }}
       {{- with include "pytorchjob-mnist.workingDir" . }}
-      workingDir: {{ . }}
+      workingDir: {{ . | quote }}
       {{- end }}
       env:
         {{- include "pytorchjob-mnist.trainerEnv" . | nindent 8 }}

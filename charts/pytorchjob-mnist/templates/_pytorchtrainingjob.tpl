@@ -59,8 +59,12 @@ values:
 {{- define "pytorchjob-mnist.PyTorchTrainingJob.args" -}}
 {{- if .Values.args }}
 {{- include "pytorchjob-mnist.trainerContainerArgs" . }}
-{{- else }}
-{{- concat (list "-m" "trainer") (include "pytorchjob-mnist.trainerArgs" . | fromYamlArray) | toYaml }}
+{{- else -}}
+{{- /* Prepended as text: a round trip through fromYamlArray would drop the final newline of a last
+argument that ends with one (toYaml trims the text's own). */ -}}
+- -m
+- trainer
+{{ include "pytorchjob-mnist.trainerArgs" . }}
 {{- end }}
 {{- end }}
 

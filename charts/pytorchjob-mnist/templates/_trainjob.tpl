@@ -100,17 +100,17 @@ spec:
                   restartPolicy: {{ ternary "Never" .Values.restartPolicy (eq .Values.restartPolicy "ExitCode") }}
                   automountServiceAccountToken: {{ .Values.serviceAccount.automountToken }}
                   {{- with .Values.schedulerName }}
-                  schedulerName: {{ . }}
+                  schedulerName: {{ . | quote }}
                   {{- end }}
                   {{- with .Values.priorityClassName }}
-                  priorityClassName: {{ . }}
+                  priorityClassName: {{ . | quote }}
                   {{- end }}
                   containers:
                     - name: node
                       image: {{ include "pytorchjob-mnist.trainerImage" . | quote }}
                       imagePullPolicy: {{ .Values.image.pullPolicy }}
                       {{- with include "pytorchjob-mnist.workingDir" . }}
-                      workingDir: {{ . }}
+                      workingDir: {{ . | quote }}
                       {{- end }}
 {{- end }}
 
@@ -130,6 +130,15 @@ spec:
 {{- include "pytorchjob-mnist.trainerContainerArgs" . }}
 {{- end }}
 
+{{/* The node pods' own checkov skip (_checkov.tpl), as JSON pairs: on upstream's runtime they take
+automountServiceAccountToken from the chart's ServiceAccount, as a runtime patch cannot set it. */}}
+{{- define "pytorchjob-mnist.TrainJob.checkovSkips" -}}
+{{- if or .Values.trainingRuntime.create .Values.serviceAccount.name .Values.serviceAccount.automountToken }}[]
+{{- else }}
+{{- list (list "CKV_K8S_38" (printf "ServiceAccount %s mounts no token; a runtime patch cannot set automountServiceAccountToken on the pod" (include "pytorchjob-mnist.serviceAccountName" .))) | toJson }}
+{{- end }}
+{{- end }}
+
 {{/* Who owns the TrainJob's runtime patch (its `manager`, a domain-prefixed path). */}}
 {{- define "pytorchjob-mnist.TrainJob.runtimePatchManager" -}}
 pytorchjob-mnist.github.io/chart
@@ -147,8 +156,9 @@ TrainingRuntime {{ $name }} is a Helm hook, which `helm uninstall` leaves: kubec
 A TrainJob has no restartPolicy, backoffLimit, cleanPodPolicy, ttlSecondsAfterFinished or
 schedulingPolicy: the runtime decides those, and the chart ignores those values at their defaults
 (trainingRuntime.create=true sets restartPolicy and backoffLimit in a runtime of the chart's own).
-{{- if not .Values.serviceAccount.automountToken }}
-Its pods still get a Kubernetes API token (runtime patches cannot set automountServiceAccountToken): set automountServiceAccountToken: false on ServiceAccount {{ default "default" .Values.serviceAccount.name }} to drop it, or trainingRuntime.create=true.
+{{- if and .Values.serviceAccount.name (not .Values.serviceAccount.automountToken) }}
+Its pods still get a Kubernetes API token unless ServiceAccount {{ .Values.serviceAccount.name }} sets automountServiceAccountToken: false
+(runtime patches cannot set it on the pods); set it there, or trainingRuntime.create=true.
 {{- end }}
 {{- end }}
 {{- end }}

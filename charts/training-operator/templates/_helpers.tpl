@@ -274,3 +274,30 @@ ClusterRole. list/watch (the cache) cannot be limited by name; get/update are.
   resourceNames: [validator.training-operator.kubeflow.org]
   verbs: [get, update]
 {{- end }}
+
+{{/*
+checkov (a static analyser of Kubernetes manifests; tests/charts/test_checkov.py runs it on every
+rendering the tests make) skips a check on an object that carries "checkov.io/skip<N>: <check>=<reason>".
+These are the checks that do not fit the operator by design, each with its reason; the README's
+Security section lists them. A skip is rendered only where its check would fail.
+*/}}
+
+{{/* The annotations of a list of [check, reason] pairs (JSON), at column 0. checkov splits at "=". */}}
+{{- define "training-operator.checkovSkips" -}}
+{{- range $index, $skip := fromJsonArray . }}
+checkov.io/skip{{ add1 $index }}: {{ printf "%s=%s" (index $skip 0) (index $skip 1) | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The Deployment's skips, as JSON pairs. */}}
+{{- define "training-operator.deploymentCheckovSkips" -}}
+{{- $skips := list (list "CKV_K8S_38" "the operator calls the Kubernetes API with its ServiceAccount's token") }}
+{{- if not (dig "limits" "cpu" "" (default dict .Values.resources)) }}
+{{- $skips = append $skips (list "CKV_K8S_11" "the CPU request reserves the cores and a limit would only throttle the webhook; set resources.limits.cpu for one") }}
+{{- end }}
+{{- if not .Values.image.digest }}
+{{- $skips = append $skips (list "CKV_K8S_43" "the tag names upstream's commit; image.digest pins the image") }}
+{{- $skips = append $skips (list "CKV_K8S_15" "IfNotPresent pulls a tag once per node; image.digest pins the image instead") }}
+{{- end }}
+{{- toJson $skips }}
+{{- end }}

@@ -120,3 +120,14 @@ def test_helm_test_pod_image_can_be_replaced(helm, tmp_path):
     docs = render_with(helm, {"tests": {"image": {"tag": "1"}}, "image": {"digest": "sha256:" + "a" * 64}}, tmp_path)
     image = one(docs, "Pod")["spec"]["containers"][0]["image"]
     assert image == "ghcr.io/pytorchjob-mnist/trainer:1", "the trainer's digest pins the trainer's tag only"
+
+
+def test_helm_test_pod_image_can_be_pinned_by_digest(helm, tmp_path):
+    digest = "sha256:" + "d" * 64
+    docs = render_with(helm, {"tests": {"image": {"repository": "registry.local/checker", "digest": digest}}}, tmp_path)
+    assert one(docs, "Pod")["spec"]["containers"][0]["image"] == f"registry.local/checker:0.1.0-cpu@{digest}"
+    docs = render_with(
+        helm, {"tests": {"image": {"digest": digest}}, "image": {"digest": "sha256:" + "a" * 64}}, tmp_path
+    )
+    image = one(docs, "Pod")["spec"]["containers"][0]["image"]
+    assert image == f"ghcr.io/pytorchjob-mnist/trainer:0.1.0-cpu@{digest}", "its own digest, not the trainer's"

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tests.support.dockerfile import runtime_env
+from tests.support.dockerfile import runtime_env, runtime_user
 from tests.support.helm import by_kind, one, set_chart_field
 from tests.support.paths import WORKLOAD_CHART
 from tests.support.pytorchjob_mnist import (
@@ -27,6 +27,11 @@ from tests.support.pytorchjob_mnist import (
 )
 
 
+def own_annotations(template: dict) -> dict:
+    """A pod template's annotations but the chart's checkov skips (test_checkov.py checks those)."""
+    return {k: v for k, v in template["metadata"]["annotations"].items() if not k.startswith("checkov.io/skip")}
+
+
 def test_shm_tmp_and_cache_are_writable_empty_dirs(default_docs):
     for role, template in trainer_pods(default_docs).items():
         spec = template["spec"]
@@ -42,7 +47,9 @@ def test_shm_tmp_and_cache_are_writable_empty_dirs(default_docs):
             "dshm": "/dev/shm",
         }
         assert env_of(default_docs, role) == CACHE_ENV | TRAINER_ENV
-        assert spec["securityContext"]["fsGroup"] == 1000, "fsGroup makes the claim writable"
+        context = spec["securityContext"]
+        assert (context["runAsUser"], context["runAsGroup"]) == runtime_user(), "the image's own user"
+        assert context["fsGroup"] == runtime_user()[1], "fsGroup makes the claim writable"
 
 
 def test_the_chart_sets_every_cache_variable_the_image_does(helm, kind):
@@ -93,8 +100,24 @@ def test_every_pod_can_run_as_a_given_service_account(helm, tmp_path, kind):
             assert spec["automountServiceAccountToken"] is True
 
 
-def test_network_policies_let_only_the_jobs_pods_reach_each_other(rendered):
-    assert not by_kind(rendered["defaults"], "NetworkPolicy"), "opt-in: the cluster's plugin must enforce them"
+def test_every_pod_runs_under_the_releases_own_service_account_which_mounts_no_token(rendered):
+    """Also a TrainJob's pods, whose runtime patch cannot set automountServiceAccountToken: the
+    ServiceAccount's setting is theirs."""
+    docs = rendered["tensorboard-digest-placement"]
+    (account,) = by_kind(docs, "ServiceAccount")
+    assert account["metadata"]["name"] == "mnist-workload", "never the namespace's `default`, whatever the release"
+    assert account["automountServiceAccountToken"] is False
+    assert not {"secrets", "imagePullSecrets"} & set(account), "nothing but its identity"
+    assert len(all_pod_specs(docs)) == len(trainer_pods(docs)) + 2
+    for spec in all_pod_specs(docs):
+        assert spec["serviceAccountName"] == "mnist-workload"
+    assert not by_kind(rendered["placement-and-identity"], "ServiceAccount"), "a given one is used as it is"
+
+
+def test_network_policies_let_only_the_jobs_pods_reach_each_other(rendered, helm, tmp_path, kind):
+    defaults = {p["metadata"]["name"] for p in by_kind(rendered["defaults"], "NetworkPolicy")}
+    assert defaults == {"mnist-trainer", "mnist-check-run"}, "on by default"
+    assert not by_kind(render_with(helm, kind.values({"networkPolicy": {"enabled": False}}), tmp_path), "NetworkPolicy")
     docs = rendered["network-policies-service-account"]
     policies = {p["metadata"]["name"]: p["spec"] for p in by_kind(docs, "NetworkPolicy")}
     trainers = policies["mnist-trainer"]
@@ -115,6 +138,10 @@ def test_network_policies_let_only_the_jobs_pods_reach_each_other(rendered):
     assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
     assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
     assert tensorboard["policyTypes"] == trainers["policyTypes"] == ["Ingress"], "egress stays open"
+    test_pod = policies["mnist-check-run"]
+    assert selects({"labelSelector": test_pod["podSelector"]}, other_pods[1])
+    assert not any(selects({"labelSelector": test_pod["podSelector"]}, labels) for labels in pod_labels)
+    assert test_pod["ingress"] == [] and test_pod["policyTypes"] == ["Ingress"], "the test pod accepts nothing"
 
 
 def test_tensorboard_without_allowed_peers_accepts_no_connection(helm, tmp_path):
@@ -150,14 +177,16 @@ def test_placement_identity_labels_and_annotations_reach_the_trainer_pods(render
         assert spec["nodeSelector"] == {"pool": "training"}
         assert spec["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}]
         assert "nodeAffinity" in spec["affinity"] and "podAffinity" not in spec["affinity"], "ReadWriteMany spreads"
-        assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["fsGroup"] == 1000
+        assert (
+            spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["fsGroup"] == runtime_user()[1]
+        )
         assert template["metadata"]["labels"] == {
             "app.kubernetes.io/name": "pytorchjob-mnist",
             "app.kubernetes.io/instance": "mnist",
             "app.kubernetes.io/component": "trainer",
             "team": "vision",
         }
-        assert template["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
+        assert own_annotations(template) == {"sidecar.istio.io/inject": "false"}
         assert trainer_container(docs, role)["image"].endswith("@sha256:" + "a" * 64)
     # The NetworkPolicy and TensorBoard select the trainer pods by these labels.
     policy = next(p for p in by_kind(docs, "NetworkPolicy") if p["metadata"]["name"] == "mnist-trainer")
@@ -172,7 +201,7 @@ def test_placement_labels_annotations_and_digest_beside_tensorboard(rendered):
     assert job["metadata"]["annotations"] == {"example.com/owner": "vision"}
     for role, template in trainer_pods(docs).items():
         assert template["metadata"]["labels"]["team"] == "vision"
-        assert template["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
+        assert own_annotations(template) == {"sidecar.istio.io/inject": "false"}
         spec = template["spec"]
         assert spec["nodeSelector"] == {"pool": "training"}
         assert spec["imagePullSecrets"] == [{"name": "regcred"}]
