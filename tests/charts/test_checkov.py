@@ -18,12 +18,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 
-from tests.support.paths import OPERATOR_CHART, WORKLOAD_CHART
+from tests.support.paths import OPERATOR_CHART, REPO, WORKLOAD_CHART
 from tests.support.pytorchjob_mnist import KINDS, job_of
 
-CHECKOV_VERSION = "3.3.30"
+# The pin of pyproject's checkov group, which make test installs.
+[CHECKOV_VERSION] = [
+    pin.split("==")[1] for pin in tomllib.loads((REPO / "pyproject.toml").read_text())["dependency-groups"]["checkov"]
+]
 DIGEST = "sha256:" + "c" * 64
 WORKLOAD_CASES = {
     "defaults": {},
