@@ -5,6 +5,7 @@ controller restarts them and finishes the job by. pods and supervisor work from 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -91,9 +92,14 @@ class JobModel(ABC):
     @abstractmethod
     def active_deadline_seconds(self) -> int | None: ...
 
-    @abstractmethod
+    # The exit codes the controller's restartPolicy ExitCode restarts a pod for.
+    exit_codes_retried: ClassVar[Collection[int]] = ()
+
     def restarts(self, restart_policy: str, exit_code: int) -> bool:
         """Whether the controller restarts a pod of this restartPolicy that exited with this non-zero code."""
+        if restart_policy == "ExitCode":
+            return exit_code in self.exit_codes_retried
+        return restart_policy in ("OnFailure", "Always")
 
     @abstractmethod
     def recreates_pod(self, restart_policy: str) -> bool:

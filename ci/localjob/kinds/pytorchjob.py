@@ -163,6 +163,7 @@ def operator_env(job: dict, replica_type: str, index: int) -> list[tuple[str, st
 
 class PyTorchJobModel(JobModel):
     kind = "PyTorchJob"
+    exit_codes_retried = EXIT_CODE_RETRIED
     port_help = f"the Master's {PORT_NAME} ({DEFAULT_PORT} unless the job sets it)"
     port_hint = " (an elasticPolicy.rdzvPort of its own moves with --set elasticPolicy.rdzvPort=N instead)"
 
@@ -220,11 +221,6 @@ class PyTorchJobModel(JobModel):
     @property
     def active_deadline_seconds(self) -> int | None:
         return self._run_policy.get("activeDeadlineSeconds")
-
-    def restarts(self, restart_policy: str, exit_code: int) -> bool:
-        if restart_policy == "ExitCode":
-            return exit_code in EXIT_CODE_RETRIED
-        return restart_policy in ("OnFailure", "Always")
 
     def recreates_pod(self, restart_policy: str) -> bool:
         """ExitCode: the operator deletes the pod and creates it again; otherwise the kubelet restarts the container."""

@@ -110,6 +110,7 @@ def training_container(pod_spec: dict, pod: str) -> dict:
 
 class PyTorchTrainingJobModel(JobModel):
     kind = "PyTorchTrainingJob"
+    exit_codes_retried = EXIT_CODE_RETRIED
     port_help = f"the rendezvous port the runner picks for T9k ({RDZV_PORT})"
 
     @property
@@ -179,11 +180,6 @@ class PyTorchTrainingJobModel(JobModel):
     @property
     def active_deadline_seconds(self) -> int | None:
         return self._run_policy.get("activeDeadlineSeconds")
-
-    def restarts(self, restart_policy: str, exit_code: int) -> bool:
-        if restart_policy == "ExitCode":
-            return exit_code in EXIT_CODE_RETRIED
-        return restart_policy in ("OnFailure", "Always")
 
     def recreates_pod(self, restart_policy: str) -> bool:
         """Always: the pods' own restartPolicy is Never, so T9k restarts one by creating it again."""
