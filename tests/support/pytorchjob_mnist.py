@@ -37,6 +37,25 @@ TRAINER_ENV = CPU_REQUEST | {"PYTHONSAFEPATH": "1"}
 TORCHRUN = ["python", "-m", "trainer.torchrun", "--module", "trainer"]
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
+
+# Placement, labels and annotations that every pod and the job take (two cases set them).
+PLACEMENT_AND_METADATA = {
+    "nodeSelector": {"pool": "training"},
+    "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}],
+    "affinity": {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}
+                ]
+            }
+        }
+    },
+    "labels": {"team": "vision"},
+    "annotations": {"example.com/owner": "vision"},
+    "podAnnotations": {"sidecar.istio.io/inject": "false"},
+}
+
 # Combinations every kind renders, unless it refuses one of their values (Kind.refuses): together with each kind's
 # own cases and values files they exercise every value.
 SHARED_CASES: dict[str, dict] = {
@@ -52,40 +71,14 @@ SHARED_CASES: dict[str, dict] = {
     "tensorboard-digest-placement": {
         "tensorboard": {"enabled": True, "image": {"digest": "sha256:" + "b" * 64}},
         "image": {"digest": "sha256:" + "a" * 64, "pullSecrets": ["regcred"], "pullPolicy": "Always"},
-        "nodeSelector": {"pool": "training"},
-        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}],
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}
-                    ]
-                }
-            }
-        },
-        "labels": {"team": "vision"},
-        "annotations": {"example.com/owner": "vision"},
-        "podAnnotations": {"sidecar.istio.io/inject": "false"},
+        **PLACEMENT_AND_METADATA,
     },
     "placement-and-identity": {
         "tensorboard": {"enabled": True},
         "networkPolicy": {"enabled": True},
         "image": {"digest": "sha256:" + "a" * 64, "pullSecrets": ["regcred"]},
         "serviceAccount": {"name": "mnist-reader"},
-        "nodeSelector": {"pool": "training"},
-        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}],
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}
-                    ]
-                }
-            }
-        },
-        "labels": {"team": "vision"},
-        "annotations": {"example.com/owner": "vision"},
-        "podAnnotations": {"sidecar.istio.io/inject": "false"},
+        **PLACEMENT_AND_METADATA,
         "persistence": {"create": {"accessModes": ["ReadWriteMany"]}},
     },
     "network-policies-service-account": {
