@@ -188,11 +188,12 @@ def test_the_two_node_job_must_spread_its_pods_and_leaves_nothing(helm):
         namespace=script_setting("workload_namespace"),
         values_files=(script_setting("workload_values"), script_setting("two_nodes_values")),
     )
-    assert {d["kind"] for d in docs} == {"PyTorchJob", "NetworkPolicy"}, (
+    assert {d["kind"] for d in docs} == {"PyTorchJob", "NetworkPolicy", "ServiceAccount"}, (
         "nothing the uninstall would keep or the test needs"
     )
-    assert {p["metadata"]["labels"]["app.kubernetes.io/instance"] for p in by_kind(docs, "NetworkPolicy")} == {release}
-    assert "networkpolicies" in leftover_resources(), "the uninstall check must see a NetworkPolicy left behind"
+    for kind in ("NetworkPolicy", "ServiceAccount"):
+        assert {d["metadata"]["labels"]["app.kubernetes.io/instance"] for d in by_kind(docs, kind)} == {release}
+        assert LEFTOVER_RESOURCE[kind] in leftover_resources(), f"the uninstall check must see a {kind} left behind"
     [job] = by_kind(docs, "PyTorchJob")
     assert job["metadata"]["name"] == release
     for role, spec in job["spec"]["pytorchReplicaSpecs"].items():
