@@ -169,14 +169,14 @@ def test_image_metadata(image: str):
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", labels["org.opencontainers.image.created"])
 
 
+def python_in(image: str, code: str) -> subprocess.CompletedProcess[str]:
+    """Run Python code in the image, in place of its entrypoint."""
+    return podman("run", "--rm", "--entrypoint", "python", image, "-c", code)
+
+
 def test_image_has_the_cpu_torch_build(image: str):
-    probe = podman(
-        "run",
-        "--rm",
-        "--entrypoint",
-        "python",
+    probe = python_in(
         image,
-        "-c",
         "import torch, trainer; print(torch.__version__, torch.cuda.is_available())",
     )
     version, cuda = probe.stdout.split()
@@ -186,13 +186,8 @@ def test_image_has_the_cpu_torch_build(image: str):
 def test_the_image_holds_what_the_trainer_loads_and_its_user(image: str):
     """The user has its passwd entry; pip, scikit-learn with SciPy, Triton and torch's headers and test
     binaries stay out (docker/Dockerfile), the digits file comes in."""
-    probe = podman(
-        "run",
-        "--rm",
-        "--entrypoint",
-        "python",
+    probe = python_in(
         image,
-        "-c",
         "import getpass, importlib.util, os, pathlib, torch, trainer.data as data; "
         "print(os.getuid(), os.getgid(), getpass.getuser()); "
         "print(*[m for m in ('pip', 'sklearn', 'scipy', 'triton') if importlib.util.find_spec(m)]); "
@@ -314,13 +309,8 @@ def test_the_charts_torchrun_launcher_runs_in_the_image(image: str):
 
 
 def test_cuda_image_has_the_cuda_torch_build(cuda_image: str):
-    probe = podman(
-        "run",
-        "--rm",
-        "--entrypoint",
-        "python",
+    probe = python_in(
         cuda_image,
-        "-c",
         "import importlib.util, torch, torch.distributed as dist, torchvision, trainer; "
         "print(torch.version.cuda, torch.backends.cudnn.version(), dist.is_nccl_available(), "
         "importlib.util.find_spec('triton') is None)",
