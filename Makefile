@@ -60,9 +60,11 @@ run: venv ## Run the chart's PyTorchJob on this machine, no cluster (VALUES=file
 	$(PY) -m ci.localjob -f ci/localjob/run-values.yaml $(if $(VALUES),-f $(VALUES)) $(RUN_FLAGS)
 
 # pytest-xdist processes for `make test` and `make check`: each takes whole test files (--dist loadfile),
-# so a module's fixtures (an image build, a trained run) are made once. TEST_PROCS=0 runs in one process.
+# so a module's fixtures (an image build, a trained run) are made once, in the order tests/conftest.py
+# gives them (files with slow tests first; xdist's own order, most tests first, ran the one-test chaos
+# and benchmark files last). TEST_PROCS=0 runs in one process.
 TEST_PROCS ?= 2
-PYTEST := $(PY) -m pytest $(if $(filter-out 0,$(TEST_PROCS)),-n $(TEST_PROCS) --dist loadfile)
+PYTEST := $(PY) -m pytest $(if $(filter-out 0,$(TEST_PROCS)),-n $(TEST_PROCS) --dist loadfile --no-loadscope-reorder)
 
 # Standard library only, so no venv is needed: it runs under $(PYTHON), which asks its pip for the index.
 .PHONY: data
