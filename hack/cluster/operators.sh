@@ -9,6 +9,8 @@
 #   operators.sh install-trainer KUBECONFIG JobSet, then Kubeflow Trainer and the torch-distributed
 #                                           ClusterTrainingRuntime; waits for both webhooks to answer
 #   operators.sh uninstall-trainer KUBECONFIG
+#   operators.sh render                     what install-trainer applies (but the runtime), without a
+#                                           cluster: prints the paths of $CLUSTER_DIR/install/*.yaml
 #
 # The training-operator v1 is installed by the project's chart instead:
 #   helm install training-operator charts/training-operator -n kubeflow --create-namespace --wait \
@@ -324,6 +326,11 @@ usage() {
 case "${1:-}" in
   build) cmd_build ;;
   manifests) cmd_manifests ;;
+  render)
+    kubectl=$(kubectl_bin)
+    render jobset
+    render trainer
+    ;;
   install-trainer | uninstall-trainer)
     [[ $# -eq 2 ]] || usage
     [[ -f "$2" ]] || die "no kubeconfig at $2"
