@@ -5,6 +5,9 @@
 # shellcheck disable=SC2034  # read by the scripts that source this file
 CHARTS=(charts/training-operator charts/pytorchjob-mnist)
 
+# project_version REPO: pyproject.toml's version, the release's (tag v<version>, image tags <version>-<variant>).
+project_version() { sed -n 's/^version = "\(.*\)"$/\1/p' "$1/pyproject.toml"; }
+
 # chart_field FIELD: the top-level FIELD (name, version, ...) of the Chart.yaml on stdin.
 chart_field() { sed -n "s/^$1: //p"; }
 
