@@ -83,6 +83,7 @@ def test_passes_variant_labels_and_context(recording_tool):
         "org.opencontainers.image.version": PROJECT_VERSION,
         "org.opencontainers.image.revision": source_revision(),
         "org.opencontainers.image.created": "2023-11-14T22:13:20Z",
+        "org.opencontainers.image.base.name": "debian:bookworm",
     }
     assert "--platform" not in args, "no PLATFORMS: build for the host"
 
