@@ -27,8 +27,10 @@ import sys
 import tarfile
 import urllib.parse
 import urllib.request
+from functools import partial
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import BinaryIO
 
 from trainer.fileio import atomic_write
 
@@ -101,7 +103,7 @@ def fetch(data_dir: str | Path, index_url: str | None = None, cert: str | None =
                 raise FetchError(f"{SDIST} from {_shown(url)} lacks {member}")
             contents[name] = _checked(name, extracted.read(), digest, f"{member} of {_shown(url)}")
     for name, content in contents.items():
-        atomic_write(raw / name, lambda handle, content=content: handle.write(content))
+        atomic_write(raw / name, partial(_write, content))
     return raw
 
 
@@ -214,6 +216,10 @@ def _checked(name: str, content: bytes, expected: str, source: str) -> bytes:
             "bytes than PyPI's release (a broken mirror or proxy). Nothing was written."
         )
     return content
+
+
+def _write(content: bytes, handle: BinaryIO) -> None:
+    handle.write(content)
 
 
 def _sha256_of_file(path: Path) -> str:
