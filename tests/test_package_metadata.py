@@ -31,12 +31,10 @@ def test_authors_keywords_and_classifiers_are_filled_in():
 
 def test_the_python_classifiers_are_the_versions_requires_python_admits():
     listed = sorted(
-
-            int(minor)
-            for minor in re.findall(
-                r"^Programming Language :: Python :: 3\.(\d+)$", "\n".join(PROJECT["classifiers"]), re.M
-            )
-
+        int(minor)
+        for minor in re.findall(
+            r"^Programming Language :: Python :: 3\.(\d+)$", "\n".join(PROJECT["classifiers"]), re.M
+        )
     )
     assert listed, "each supported Python version is a classifier"
     admitted = SpecifierSet(PROJECT["requires-python"])
