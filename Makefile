@@ -168,4 +168,4 @@ e2e: ## End-to-end test on a kind cluster (needs Docker and kind)
 
 .PHONY: clean
 clean: ## Remove local run state, caches and build outputs (keeps the venv and tools)
-	rm -rf .run .pytest_cache build *.egg-info logs
+	rm -rf .run .pytest_cache .mypy_cache build *.egg-info logs

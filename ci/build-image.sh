@@ -19,7 +19,7 @@ case "$variant" in
 esac
 require_img "$variant"
 
-version="${VERSION:-$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/pyproject.toml")}"
+version="${VERSION:-$(project_version "$repo")}"
 # The commit built, with -dirty when the image's build inputs have uncommitted edits (ci/lib.sh).
 revision="${REVISION:-$(image_revision "$repo")}"
 # The created label: SOURCE_DATE_EPOCH when set (a release pipeline's fixed date), else now.
@@ -71,11 +71,18 @@ if [[ "${PLATFORMS:-}" == *,* && -z "$destination" ]]; then
   exit 2
 fi
 
-args=("${build[@]}" --file "$repo/docker/Dockerfile"
-  --build-arg "VARIANT=$variant"
-  --label "org.opencontainers.image.version=$version"
-  --label "org.opencontainers.image.revision=$revision"
-  --label "org.opencontainers.image.created=$created")
+# The base image: a --build-arg BASE_IMAGE=…, else the Dockerfile's default; name and digest are OCI labels
+# of their own (base.name is the reference without the digest).
+base=$(sed -n 's/^ARG BASE_IMAGE=//p' "$repo/docker/Dockerfile")
+previous=""
+for arg in "$@"; do
+  if [[ "$previous" == --build-arg && "$arg" == BASE_IMAGE=* ]]; then base="${arg#BASE_IMAGE=}"; fi
+  previous="$arg"
+done
+# The labels this script sets, key=value (indexed arrays: macOS's bash 3.2 has no associative ones).
+labels=("version=$version" "revision=$revision" "created=$created" "base.name=${base%@*}")
+if [[ "$base" == *@* ]]; then labels+=("base.digest=${base#*@}"); fi
+args=("${build[@]}" --file "$repo/docker/Dockerfile" --build-arg "VARIANT=$variant")
 # buildx pushes several platforms to the tag; podman puts them in the --manifest, and would tag
 # only one of them as $IMG, which `make push` would then publish as if it were all.
 if [[ "${build[0]}" == buildx || "${PLATFORMS:-}" != *,* ]]; then
@@ -85,8 +92,22 @@ fi
 # elsewhere the Dockerfile's upstream project labels stay.
 if [[ -n "${GITHUB_REPOSITORY:-}" ]]; then
   project="${GITHUB_SERVER_URL:-https://github.com}/$GITHUB_REPOSITORY"
-  args+=(--label "org.opencontainers.image.source=$project" --label "org.opencontainers.image.url=$project"
-    --label "org.opencontainers.image.documentation=$project/blob/main/docker/README.md")
+  labels+=("source=$project" "url=$project" "documentation=$project/blob/main/docker/README.md")
+fi
+for label in "${labels[@]}"; do
+  args+=(--label "org.opencontainers.image.$label")
+done
+# A pushed build is an image index (several platforms, or one with BuildKit's attestations), whose
+# annotations are what registries show for a multi-arch image (GHCR: description, source, licenses),
+# since they do not read one platform's labels: every label, the Dockerfile's static ones included.
+if [[ "${build[0]}" == buildx && -n "$push" ]]; then
+  while IFS='=' read -r key value; do
+    # shellcheck disable=SC2016  # the Dockerfile's literal ${VARIANT}, replaced by the variant built
+    [[ " ${labels[*]%%=*} " == *" $key "* ]] || labels+=("$key=${value//'${VARIANT}'/$variant}")
+  done < <(sed -n 's/^\(LABEL \)\{0,1\} *org\.opencontainers\.image\.\([a-z.]*\)="\([^"]*\)".*/\2=\3/p' "$repo/docker/Dockerfile")
+  for label in "${labels[@]}"; do
+    args+=(--annotation "index:org.opencontainers.image.$label")
+  done
 fi
 if [[ -n "${PLATFORMS:-}" ]]; then
   args+=(--platform "$PLATFORMS")

@@ -5,6 +5,9 @@
 # shellcheck disable=SC2034  # read by the scripts that source this file
 CHARTS=(charts/training-operator charts/pytorchjob-mnist)
 
+# project_version REPO: pyproject.toml's version, the release's (tag v<version>, image tags <version>-<variant>).
+project_version() { sed -n 's/^version = "\(.*\)"$/\1/p' "$1/pyproject.toml"; }
+
 # chart_field FIELD: the top-level FIELD (name, version, ...) of the Chart.yaml on stdin.
 chart_field() { sed -n "s/^$1: //p"; }
 
@@ -20,68 +23,35 @@ require_img() {
 # (the podman-docker package), so the tool is asked rather than its name.
 is_podman() { "$1" --version 2>/dev/null | grep -qi podman; }
 
-# in_build_context DIR: of the paths on stdin (relative to DIR, each ended by a NUL), prints those that
-# a build with context DIR receives, one a line, as docker and buildah decide it from DIR/.dockerignore:
-# the last pattern that matches the path or one of its parent directories wins, and a `!` pattern keeps
-# what it matches; `*` and `?` stop at `/`, `**` crosses directories.
+# The image's build context, as /.dockerignore lets it in: it excludes everything (`*`), keeps these paths
+# (`!path`; a directory ends with /), then leaves out, anywhere below them, what these names match (`**/name`).
+# tests/images/test_build_context.py checks that .dockerignore says exactly this.
+# shellcheck disable=SC2034  # read by the tests
+BUILD_CONTEXT=(pyproject.toml docker/constraints.txt README.md trainer/ docker/pytorch-mnist/ docker/wheels/)
+BUILD_CONTEXT_EXCLUDED=(__pycache__ '*.py[cod]')
+
+# in_build_context: of the paths on stdin (relative to the repository, each ended by a NUL), prints those
+# the build context holds, one a line.
 in_build_context() {
-  local line pattern regex path parent excluded i char
-  local -a regexes=() keeps=()
-  if [[ -f "$1/.dockerignore" ]]; then
-    while IFS= read -r line || [[ -n "$line" ]]; do
-      [[ "$line" == \#* ]] && continue
-      line="${line#"${line%%[![:space:]]*}"}"
-      line="${line%"${line##*[![:space:]]}"}"
-      [[ -z "$line" ]] && continue
-      if [[ "$line" == '!'* ]]; then keeps+=(1); else keeps+=(0); fi
-      pattern="${line#!}"
-      pattern="${pattern#"${pattern%%[![:space:]]*}"}"
-      while [[ "$pattern" == /* || "$pattern" == ./* ]]; do pattern="${pattern#/}" pattern="${pattern#./}"; done
-      while [[ "$pattern" == */ && "$pattern" != / ]]; do pattern="${pattern%/}"; done
-      regex=""
-      for ((i = 0; i < ${#pattern}; i++)); do
-        char="${pattern:i:1}"
-        case "$char" in
-          '*')
-            if [[ "${pattern:i+1:1}" == '*' ]]; then
-              ((i += 1))
-              [[ "${pattern:i+1:1}" == / ]] && ((i += 1))
-              if ((i + 1 == ${#pattern})); then regex+='.*'; else regex+='(.*/)?'; fi
-            else
-              regex+='[^/]*'
-            fi
-            ;;
-          '?') regex+='[^/]' ;;
-          \\) ((i += 1)) && regex+="\\${pattern:i:1}" ;;
-          *)
-            # What is special to an ERE and not to a pattern is taken literally; `[...]` means the same to both.
-            if [[ '.+()|{}$^' == *"$char"* ]]; then regex+="\\$char"; else regex+="$char"; fi
-            ;;
-        esac
-      done
-      regexes+=("^$regex\$")
-    done <"$1/.dockerignore"
-  fi
+  local path entry name kept
+  local -a names
   while IFS= read -r -d '' path; do
-    excluded=0
-    for i in "${!regexes[@]}"; do
-      # Only a pattern that would change the verdict needs matching.
-      [[ "${keeps[i]}" == "$((1 - excluded))" ]] && continue
-      parent="$path"
-      while :; do
-        if [[ "$parent" =~ ${regexes[i]} ]]; then
-          excluded=$((1 - keeps[i]))
-          break
-        fi
-        [[ "$parent" == */* ]] || break
-        parent="${parent%/*}"
+    kept=0
+    for entry in "${BUILD_CONTEXT[@]}"; do
+      if [[ "$path" == "$entry" || ("$entry" == */ && "$path" == "$entry"*) ]]; then kept=1; fi
+    done
+    IFS=/ read -ra names <<<"$path"
+    for name in "${names[@]}"; do
+      for entry in "${BUILD_CONTEXT_EXCLUDED[@]}"; do
+        # shellcheck disable=SC2053  # the entry is a glob
+        if [[ "$name" == $entry ]]; then kept=0; fi
       done
     done
-    ((excluded)) || printf '%s\n' "$path"
+    if ((kept)); then printf '%s\n' "$path"; fi
   done
 }
 
-# build_inputs REPO: of the paths on stdin (relative to REPO, each ended by a NUL), prints those that
+# build_inputs: of the paths on stdin (relative to the repository, each ended by a NUL), prints those that
 # shape the trainer image, one a line: docker/Dockerfile, .dockerignore and what the build context keeps.
 build_inputs() {
   local path
@@ -93,7 +63,7 @@ build_inputs() {
       context+=("$path")
     fi
   done
-  ((${#context[@]} == 0)) || printf '%s\0' "${context[@]}" | in_build_context "$1"
+  ((${#context[@]} == 0)) || printf '%s\0' "${context[@]}" | in_build_context
 }
 
 # uncommitted_build_inputs REPO: the build inputs with uncommitted edits (staged or not, deletions too)
@@ -102,7 +72,7 @@ uncommitted_build_inputs() {
   local entry
   git -C "$1" status --porcelain=v1 -z --untracked-files=all --no-renames |
     while IFS= read -r -d '' entry; do printf '%s\0' "${entry:3}"; done |
-    build_inputs "$1"
+    build_inputs
 }
 
 # image_revision REPO: the revision label of an image built from REPO now: the commit, with -dirty when

@@ -30,7 +30,7 @@ elif [[ "$revision" == *-dirty ]]; then
   refusal="$IMG was built from uncommitted edits to its build inputs (revision $revision${uncommitted:+; uncommitted now: $uncommitted}): commit them and run make image again."
 # Another commit (the pattern keeps a label from passing for a git option): its build inputs may be HEAD's.
 elif ! [[ "$revision" =~ ^[0-9a-f]{40}$ ]] ||
-  ! differences=$(git -C "$repo" diff --no-renames --name-only -z "$revision" HEAD -- 2>/dev/null | build_inputs "$repo" | paste -sd ' ' -); then
+  ! differences=$(git -C "$repo" diff --no-renames --name-only -z "$revision" HEAD -- 2>/dev/null | build_inputs | paste -sd ' ' -); then
   refusal="$IMG was built from revision '${revision:-none}', not this checkout's HEAD ($head) nor a commit it has: run make image again."
 elif [[ -n "$differences" ]]; then
   refusal="$IMG was built from $revision, not this checkout's HEAD ($head), and these build inputs differ: $differences. Run make image again."

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.changelog import release_checkout
 from tests.support.helm import set_chart_field
 from tests.support.paths import REPO, WORKLOAD_CHART
 from tests.support.registry import MISSING as REGISTRY_MISSING
@@ -185,6 +186,7 @@ def test_publishing_pushes_each_chart_version_the_registry_lacks(helm, tmp_path)
     workflow's next step reads what helm pushed from its output, for the sign job: the digests
     must be the registry's."""
     checkout = tmp_path / "checkout"
+    release_checkout(checkout)
     for chart in CHARTS:
         shutil.copytree(REPO / chart, checkout / chart)
     (tmp_path / "registry").mkdir()

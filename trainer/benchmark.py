@@ -158,7 +158,8 @@ def _seed_main(data_dir: Path, device: torch.device, epochs: int, steps: int, ba
             if batch_idx == WARMUP_STEPS:
                 _synchronize(device)
                 started = time.perf_counter()
-            _seed_step(model, optimizer, *next(batches), device, batch_idx)
+            data, target = next(batches)
+            _seed_step(model, optimizer, data, target, device, batch_idx)
         _synchronize(device)
         return steps * batch_size / (time.perf_counter() - started)
     test_ds = datasets.MNIST(str(data_dir), train=False, download=False, transform=to_tensor)
@@ -232,6 +233,7 @@ def timed_evaluations(command: list[str], env: dict[str, str], stop_at: float | 
     with tempfile.TemporaryFile("w+") as stderr:
         started = time.perf_counter()
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        assert proc.stdout is not None  # stdout=PIPE
         for line in proc.stdout:
             if match := EVALUATION.match(line):
                 evaluations.append(Evaluated(int(match[1]), time.perf_counter() - started, float(match[2])))
@@ -345,7 +347,7 @@ def time_to_accuracy(bench: Bench) -> None:
     seed = bench.seed_epochs()
     epochs = "; ".join(f"epoch {e.epoch}: {e.seconds:.1f} s, accuracy {e.accuracy:.4f}" for e in seed)
     print(f"  seed pipeline (its defaults, batch {SEED_BATCH_SIZE}): {epochs}")
-    runs = [("--recipe seed", ("seed", a.ours_epochs)), ("--recipe fast", ("fast", 1))]
+    runs: list[tuple[str, tuple]] = [("--recipe seed", ("seed", a.ours_epochs)), ("--recipe fast", ("fast", 1))]
     if a.device == "cuda":
         runs.append(("--recipe fast --compile", ("fast", 1, "--compile")))
         runs.append(("--recipe fast --cuda-graphs", ("fast", 1, "--cuda-graphs")))

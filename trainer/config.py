@@ -30,7 +30,10 @@ class TrainConfig:
 
     def global_batch(self, world_size: int) -> int:
         """The samples of one optimizer step over all `world_size` processes."""
-        return self.global_batch_size if self.global_batch_size is not None else self.batch_size * world_size
+        if self.global_batch_size is not None:
+            return self.global_batch_size
+        assert self.batch_size is not None, "one of batch_size and global_batch_size is set"
+        return self.batch_size * world_size
 
 
 # The training settings that --recipe sets, unless their own flags are given.

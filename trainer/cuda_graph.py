@@ -12,6 +12,7 @@ CUDA graph notes prescribe.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
@@ -22,6 +23,15 @@ from trainer.failures import LaunchError
 WARMUP_STEPS = 3  # eager steps before the capture
 
 Step = Callable[[torch.Tensor, float], torch.Tensor]  # (this rank's part of a batch, its share) -> loss
+
+
+class Captured(NamedTuple):
+    """The graph, and its input, learning rate and output: fixed tensors that replays read and write."""
+
+    graph: torch.cuda.CUDAGraph
+    indices: torch.Tensor
+    lr: torch.Tensor
+    loss: torch.Tensor
 
 
 class GraphedStep:
@@ -44,9 +54,7 @@ class GraphedStep:
         self._batch_size = batch_size
         self._warmups_left = WARMUP_STEPS
         self._side_stream = torch.cuda.Stream(ctx.device)
-        self._graph: torch.cuda.CUDAGraph | None = None
-        # The graph's input, learning rate and output: fixed tensors that replays read and write.
-        self._index = self._lr = self._loss = None
+        self._graph: Captured | None = None
 
     def __call__(self, part: torch.Tensor, share: float) -> torch.Tensor:
         if len(part) != self._batch_size:
@@ -55,11 +63,11 @@ class GraphedStep:
             self._warmups_left -= 1
             return self._on_side_stream(part, share)
         if self._graph is None:
-            self._capture(part)
-        self._index.copy_(part)
-        self._lr.fill_(self._optimizer.param_groups[0]["lr"])  # the float the loop set for this step
-        self._graph.replay()
-        return self._loss  # overwritten by the next replay
+            self._graph = self._capture(part)
+        self._graph.indices.copy_(part)
+        self._graph.lr.fill_(self._optimizer.param_groups[0]["lr"])  # the float the loop set for this step
+        self._graph.graph.replay()
+        return self._graph.loss  # overwritten by the next replay
 
     def _on_side_stream(self, part: torch.Tensor, share: float) -> torch.Tensor:
         main = torch.cuda.current_stream()
@@ -69,23 +77,24 @@ class GraphedStep:
         main.wait_stream(self._side_stream)
         return loss
 
-    def _capture(self, part: torch.Tensor) -> None:
+    def _capture(self, part: torch.Tensor) -> Captured:
         """Record one step (nothing runs): forward, backward and the optimizer's update, reading
-        self._index and self._lr. The param groups keep their float learning rates, so that eager
+        the graph's index and lr. The param groups keep their float learning rates, so that eager
         steps and checkpoints see plain numbers."""
-        self._index = part.clone()
+        index = part.clone()
         groups = self._optimizer.param_groups
         floats = [group["lr"] for group in groups]
-        self._lr = torch.tensor(floats[0], dtype=torch.float32, device=part.device)
+        lr = torch.tensor(floats[0], dtype=torch.float32, device=part.device)
         for group in groups:
-            group["lr"] = self._lr
+            group["lr"] = lr
         # Without grads, the captured backward allocates them in the graph's own memory, where
         # every replay writes them anew.
         self._optimizer.zero_grad(set_to_none=True)
-        self._graph = torch.cuda.CUDAGraph()
+        graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(self._graph):
-                self._loss = self._step(self._index, 1.0)
+            with torch.cuda.graph(graph):
+                loss = self._step(index, 1.0)
         finally:
-            for group, lr in zip(groups, floats, strict=True):
-                group["lr"] = lr
+            for group, value in zip(groups, floats, strict=True):
+                group["lr"] = value
+        return Captured(graph, index, lr, loss)

@@ -17,11 +17,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar, cast
 
 import torch
 import torch.distributed as dist
 
 from trainer.failures import LaunchError, PeersUnreachable
+
+T = TypeVar("T")
 
 BACKENDS = ("auto", "gloo", "nccl", "mpi")
 # The longest single try to reach rank 0's store while it is not up yet; see _connect_store.
@@ -45,7 +48,7 @@ class DistContext:
     backend: str
     # A gloo group whose collectives wait up to the startup timeout, not the process group's short
     # one: for waits as long as a download. None for a single process, and with mpi (no timeouts).
-    startup_group: object = None
+    startup_group: dist.ProcessGroup | None = None
 
     @property
     def is_main(self) -> bool:
@@ -73,11 +76,11 @@ class DistContext:
         """Every rank's `obj` on every rank, in rank order (pickled; for small objects)."""
         if not self.distributed:
             return [obj]
-        gathered = [None] * self.world_size
+        gathered: list[object] = [None] * self.world_size
         dist.all_gather_object(gathered, obj)
         return gathered
 
-    def broadcast_from_main(self, obj: object) -> object:
+    def broadcast_from_main(self, obj: T) -> T:
         """Rank 0's `obj` on every rank (pickled; used for small state such as checkpoints)."""
         if not self.distributed:
             return obj
@@ -229,7 +232,10 @@ def init(requested_backend: str, use_cuda: bool, timeout_seconds: float, startup
         store.set_timeout(timeout)
     check_group_matches(launch, dist.get_rank(), dist.get_world_size())
     # A gloo group needs the default group's store, which mpi lacks.
-    startup_group = None if backend == "mpi" else dist.new_group(backend="gloo", timeout=startup)
+    # Every rank is in it, so new_group returns the group (not the non-member marker).
+    startup_group = (
+        None if backend == "mpi" else cast(dist.ProcessGroup, dist.new_group(backend="gloo", timeout=startup))
+    )
     return DistContext(
         launch.rank, launch.world_size, launch.local_rank, launch.local_world_size, device, backend, startup_group
     )

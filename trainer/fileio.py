@@ -22,7 +22,7 @@ def _temp_prefix(name: str) -> str:
     return f".{name}."
 
 
-def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
     """Write through `write` into a temp file in the same directory, fsync, then rename.
 
     The temp file shares the target's directory because a rename across filesystems is a
@@ -48,7 +48,7 @@ def full_volume_is_final(directory: str | Path, what: str) -> Iterator[None]:
         raise
 
 
-def _write_then_rename(path: Path, write: Callable[[BinaryIO], None]) -> Path:
+def _write_then_rename(path: Path, write: Callable[[BinaryIO], object]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{_temp_prefix(path.name)}{secrets.token_hex(6)}{_TEMP_SUFFIX}")
     # The mode open() gives (0666 less the umask), not mkstemp's 0600: other readers of a shared

@@ -43,7 +43,8 @@ def read_latest_checkpoint(store: CheckpointStore | None, ctx: DistContext) -> C
     shared volume; (None, None) when there is none."""
     if store is None:
         return None, None
-    latest, refusal = (None, None), None
+    latest: Checkpoint = (None, None)
+    refusal: str | None = None
     if ctx.is_main:
         store.remove_partial_writes()  # rank 0 writes every checkpoint, and none is under way
         try:
@@ -193,7 +194,7 @@ class Trainer:
         """Continue from `latest`, read_latest_checkpoint's answer (read before the data, whose choice
         it decides when the run had fallen back)."""
         path, state = latest
-        if state is None:
+        if path is None or state is None:  # both or neither
             return
         progress = Progress(**{key: state[key] for key in PROGRESS_KEYS})
         self._refuse_other_settings(path, state["settings"])
@@ -434,5 +435,5 @@ def new_trainer(
     # temporary copies (about 0.6 GB) would stay with it.
     configure_device(ctx.device)
     torch.manual_seed(config.seed)
-    net = Net().to(ctx.device, memory_format=MEMORY_FORMAT)
+    net = Net().to(ctx.device, memory_format=MEMORY_FORMAT)  # type: ignore[call-overload]  # torch's stubs lack it
     return Trainer(net, data, ctx, config, reporter, store)

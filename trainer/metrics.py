@@ -14,6 +14,8 @@ from trainer.fileio import atomic_write, full_volume_is_final
 from trainer.model import TRAIN_FLOPS_PER_IMAGE
 
 if TYPE_CHECKING:
+    from tensorboardX.event_file_writer import EventsWriter
+
     from trainer.checkpoint import Progress
     from trainer.config import TrainConfig
 
@@ -31,7 +33,7 @@ class Reporter:
     def __init__(self, enabled: bool, log_dir: str | Path | None) -> None:
         self.enabled = enabled
         self._log_dir = log_dir if enabled else None
-        self._events = None  # opened at the first scalar, once a resume has said where it starts
+        self._events: EventsWriter | None = None  # opened at the first scalar, once a resume has said where it starts
         # A write that found the volume full. Raised at the next flush (a checkpoint) or close (the
         # end), where every rank learns of it: raised at once, it would stop rank 0 alone, and the
         # others would fail as for a lost peer.

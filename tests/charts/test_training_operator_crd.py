@@ -4,7 +4,6 @@ and strict enough that real PyTorchJobs validate while broken ones are refused."
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 
 import pytest
@@ -12,6 +11,7 @@ import yaml
 
 from tests.support.crd import (
     CustomObjectInvalid,
+    load_gen_crd,
     load_pytorchjob_crd,
     served_schema,
     structural_schema_problems,
@@ -23,14 +23,7 @@ from tests.support.paths import REPO
 LAST_APPLIED_ANNOTATION_LIMIT = 262_144
 
 
-def _load_generator():
-    spec = importlib.util.spec_from_file_location("gen_crd", REPO / "ci" / "gen_crd.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-gen_crd = _load_generator()
+gen_crd = load_gen_crd()
 
 
 @pytest.fixture(scope="module")

@@ -12,14 +12,23 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.util
 from pathlib import Path
 
 import jsonschema
 
 from tests.support.helm import Helm
-from tests.support.paths import OPERATOR_CHART
+from tests.support.paths import OPERATOR_CHART, REPO
 
 PYTORCHJOB_CRD_NAME = "pytorchjobs.kubeflow.org"
+
+
+def load_gen_crd():
+    """ci/gen_crd.py (not a package) as a module, for the tests of the CRD it generates."""
+    spec = importlib.util.spec_from_file_location("gen_crd", REPO / "ci" / "gen_crd.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class CustomObjectInvalid(AssertionError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import ssl
 import tarfile
 import threading
 from functools import partial
@@ -16,8 +17,9 @@ from trainer import mnist_pypi
 class FakeIndex:
     """A PEP 503 simple index on localhost serving a made-up sdist, pinned in place of the real one."""
 
-    def __init__(self, root: Path, monkeypatch, files: dict[str, bytes]):
-        """Serves from `root`; `files` holds the content of each of mnist_pypi.FILES by its path in the sdist."""
+    def __init__(self, root: Path, monkeypatch, files: dict[str, bytes], tls: ssl.SSLContext | None = None):
+        """Serves from `root`, over HTTPS with the server context `tls`; `files` holds the content of each of
+        mnist_pypi.FILES by its path in the sdist."""
         self.files = files
         archive = io.BytesIO()
         with tarfile.open(fileobj=archive, mode="w:gz") as tar:
@@ -48,8 +50,10 @@ class FakeIndex:
                 index.authorizations.append(self.headers.get("Authorization"))
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(root)))
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_port}/simple"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.server.server_port}/simple"
 
     def close(self):
         self.server.shutdown()
