@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import collections
+import time
+
 import pytest
 
 from tests.support.helm import HELM_NAMES, Helm, helm_binary
@@ -27,6 +30,30 @@ def pytest_collection_modifyitems(items):
     hands each file to one process, and a long one started last would keep the others waiting at the end."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_files)
+
+
+# Seconds spent in each tier (tests/<directory>, `make check`'s tests and the slow ones apart), summed
+# over the pytest-xdist processes: the reports of every process reach this one.
+_TIER_SECONDS: collections.defaultdict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+_STARTED = time.monotonic()
+
+
+def pytest_runtest_logreport(report):
+    parts = report.nodeid.split("::")[0].split("/")
+    tier = "/".join(parts[:2]) if len(parts) > 2 else "tests/*.py"
+    _TIER_SECONDS[tier]["slow" if "slow" in report.keywords else "check"] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _TIER_SECONDS:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("seconds per tier (setup, call and teardown, summed over the processes)")
+    write(f"{'tier':<16} {'check':>8} {'slow':>8}")
+    for tier, seconds in sorted(_TIER_SECONDS.items()):
+        write(f"{tier:<16} {seconds['check']:8.1f} {seconds['slow']:8.1f}")
+    total = sum(_TIER_SECONDS.values(), collections.Counter())
+    write(f"{'all':<16} {total['check']:8.1f} {total['slow']:8.1f}   wall clock {time.monotonic() - _STARTED:.1f}")
 
 
 @pytest.fixture(scope="session")
