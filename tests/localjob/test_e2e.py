@@ -258,7 +258,6 @@ def test_trainjob_one_plus_one_completes_with_the_torch_plugins_env(tmp_path):
     assert f"epoch=2 accuracy={metrics['accuracy']:.4f}" in (run_dir / "logs/mnist-node-0-0.log").read_text()
 
 
-@pytest.mark.one_helm_major  # the job runs once; either Helm renders the check
 def test_pytorchtrainingjob_of_three_pods_succeeds_through_t9ks_torchrun(tmp_path, helm):
     """`make run RUN_FLAGS="--set jobKind=PyTorchTrainingJob --set workers=2"`: T9k's torchrun mode, in which
     three pods' torchruns meet at the runner's rendezvous on the first pod, and the first pod's success is

@@ -77,7 +77,6 @@ GUARDS = {
 }
 
 
-@pytest.mark.one_helm_major
 @pytest.mark.parametrize("case", sorted(GUARDS))
 def test_fail_guard_message(helm, tmp_path, case):
     values, message = GUARDS[case]

@@ -9,8 +9,6 @@ from tests.support.helm import SCHEMA_REFUSAL
 from tests.support.paths import WORKLOAD_CHART
 from tests.support.pytorchjob_mnist import PYTORCHTRAININGJOB, render_with, template_error
 
-pytestmark = pytest.mark.one_helm_major
-
 
 def refusal(helm, tmp_path, **values) -> str:
     return template_error(helm, PYTORCHTRAININGJOB.values(values), tmp_path)
@@ -98,6 +96,7 @@ def test_values_without_a_t9k_counterpart_are_refused_off_their_defaults(helm, t
     assert f"leave {path} at its default" in error and "or use jobKind: PyTorchJob" in error
 
 
+@pytest.mark.both_helm_majors
 def test_values_without_a_t9k_counterpart_render_at_their_defaults(helm):
     """A parent chart or --set that repeats a default still renders."""
     result = helm.template(

@@ -123,7 +123,6 @@ GUARDS = {
 }
 
 
-@pytest.mark.one_helm_major
 @pytest.mark.parametrize(
     "kind, case",
     [
@@ -182,6 +181,7 @@ SCHEMA_REFUSALS = {
 }
 
 
+@pytest.mark.both_helm_majors
 @pytest.mark.parametrize("case", sorted(SCHEMA_REFUSALS))
 def test_schema_refuses_with_the_field_named(helm, tmp_path, case):
     values, fields = SCHEMA_REFUSALS[case]
@@ -251,6 +251,7 @@ def test_unsupported_values_defaults_are_values_yamls(helm, helpers_chart, tmp_p
     assert set(unsupported.get("values", {})) <= kind.refuses, "the tests leave them out of the kind's shared checks"
 
 
+@pytest.mark.both_helm_majors
 def test_renders_as_an_optional_subchart(helm, tmp_path):
     """Helm hands a subchart its `global` map and the parent's condition key; the closed schema takes both."""
     parent = umbrella_chart(WORKLOAD_CHART, tmp_path)

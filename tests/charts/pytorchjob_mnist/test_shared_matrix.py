@@ -64,7 +64,6 @@ def test_every_kind_renders_every_shared_case_and_enough_of_its_own(case_files, 
     assert len(cases) >= 12, sorted(cases)
 
 
-@pytest.mark.one_helm_major
 def test_a_kind_refuses_the_shared_cases_it_leaves_out_by_the_values_it_refuses(helm, tmp_path, kind):
     for name, values in SHARED_CASES.items():
         if not kind.takes(values):
@@ -72,6 +71,7 @@ def test_a_kind_refuses_the_shared_cases_it_leaves_out_by_the_values_it_refuses(
             assert any(path in error for path in kind.refused_in(values)), f"{name}: {error}"
 
 
+@pytest.mark.both_helm_majors
 def test_lint_strict_for_every_combination(helm, case_files, kind):
     for name, files in case_files[kind.name].items():
         args = ["lint", "--strict", str(WORKLOAD_CHART)]

@@ -112,6 +112,7 @@ def test_the_charts_runtime_lifts_nothing_it_does_not_carry(helm, tmp_path):
     assert "runPolicy.cleanPodPolicy: " in error and "trainingRuntime.create" not in error
 
 
+@pytest.mark.both_helm_majors
 def test_v1_only_values_at_their_defaults_render(helm):
     """A parent chart or --set that repeats a default (as an integer, not the file's float) still renders."""
     result = helm.template(
@@ -156,6 +157,7 @@ def test_the_pytorchjob_name_limit_stays_63_for_its_pods(helm):
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.both_helm_majors
 @pytest.mark.parametrize(
     "values, key",
     [
