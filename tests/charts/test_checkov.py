@@ -113,7 +113,6 @@ def readme_skips(chart: Path) -> set[str]:
     return set(re.findall(r"\bCKV2?_K8S_\d+\b", section.group(2)))
 
 
-@pytest.mark.one_helm_major
 def test_checkov_finds_nothing_unexplained(helm, tmp_path):
     checkov = checkov_binary()
     (tmp_path / "manifests").mkdir()

@@ -190,7 +190,6 @@ class Fuzz:
         return outcomes, problems
 
 
-@pytest.mark.one_helm_major
 def test_every_mutation_of_every_key_is_refused_by_name_or_renders_valid(helm, tmp_path):
     fuzz = Fuzz(helm, tmp_path)
     all_cases = cases(fuzz.chart)
@@ -200,6 +199,7 @@ def test_every_mutation_of_every_key_is_refused_by_name_or_renders_valid(helm, t
     assert outcomes["refused"] and outcomes["rendered valid"], dict(outcomes)
 
 
+@pytest.mark.both_helm_majors
 def test_a_subset_of_the_mutations_under_both_helm_majors(helm, tmp_path):
     """Helm 3 and Helm 4 check the schema with different validators, which word their errors apart."""
     fuzz = Fuzz(helm, tmp_path)
@@ -207,6 +207,7 @@ def test_a_subset_of_the_mutations_under_both_helm_majors(helm, tmp_path):
     assert not problems, f"{dict(outcomes)}\n" + "\n".join(problems)
 
 
+@pytest.mark.both_helm_majors
 @pytest.mark.parametrize("number", [".nan", ".inf", "-.inf"])
 def test_nan_and_infinity_never_reach_the_chart(helm, tmp_path, number):
     """Helm refuses a values file holding one before it reads the chart, naming the file (JSON, which

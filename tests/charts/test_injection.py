@@ -171,7 +171,6 @@ def injection_problems(helm, chart_dir, tmp_path, jobs: list[dict | None]) -> tu
     return problems, exercised
 
 
-@pytest.mark.one_helm_major
 def test_no_workload_value_injects_yaml(helm, tmp_path):
     chart = ChartValues(WORKLOAD_CHART)
     problems, exercised = injection_problems(helm, WORKLOAD_CHART, tmp_path, [{"jobKind": k.name} for k in KINDS])
@@ -180,7 +179,6 @@ def test_no_workload_value_injects_yaml(helm, tmp_path):
     assert not unread, f"values no kind reads with the test's bases (extend chart_values.BASES or READ_WITH): {unread}"
 
 
-@pytest.mark.one_helm_major
 def test_no_operator_value_injects_yaml(helm, tmp_path):
     chart = ChartValues(OPERATOR_CHART)
     problems, exercised = injection_problems(helm, OPERATOR_CHART, tmp_path, [None])
@@ -200,6 +198,7 @@ subjects: [{kind: ServiceAccount, name: default, namespace: default}]
 """
 
 
+@pytest.mark.both_helm_majors
 @pytest.mark.parametrize(
     ("chart_dir", "path", "value"),
     [

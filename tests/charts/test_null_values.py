@@ -50,6 +50,7 @@ def with_null(values: dict, path: tuple[str, ...]) -> dict:
     return values
 
 
+@pytest.mark.both_helm_majors
 @pytest.mark.parametrize("chart", sorted(CHARTS))
 def test_a_null_value_means_none_or_is_refused_by_name(helm, tmp_path, chart):
     chart_dir = REPO / "charts" / chart

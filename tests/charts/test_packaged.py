@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.chart_cases import notes_cases
 from tests.support.helm import notes_preview_chart, render_notes
 from tests.support.paths import OPERATOR_CHART, REPO, WORKLOAD_CHART
-from tests.support.pytorchjob_mnist import case_files_in
 
 CHARTS = (OPERATOR_CHART, WORKLOAD_CHART)
 # The project's repository: the workload chart's `home`, the one place that names it.
@@ -49,6 +49,7 @@ def anchors(markdown: str) -> set[str]:
     return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
 
 
+@pytest.mark.both_helm_majors
 @pytest.mark.parametrize("chart", CHARTS, ids=lambda chart: chart.name)
 def test_the_packaged_readme_links_inside_the_package_or_to_absolute_urls(helm, chart, tmp_path):
     package = unpacked(helm, chart, tmp_path).resolve()
@@ -100,17 +101,10 @@ def test_the_anchor_rule_matches_githubs():
 
 @pytest.fixture(scope="module")
 def install_notes(tmp_path_factory) -> list[tuple[Path, tuple[str, ...]]]:
-    """Each chart with the values its NOTES are read under: the operator's ci/ files and the settings its
-    NOTES turn on, and the workload chart's whole matrix (every job kind, its values files and cases)."""
-    cases = [(OPERATOR_CHART, ())]
-    cases += [(OPERATOR_CHART, ("-f", str(f))) for f in sorted((OPERATOR_CHART / "ci").glob("*-values.yaml"))]
-    cases += [(OPERATOR_CHART, ("--set", "crds.enabled=false", "--set", "watchNamespace=team-a"))]
-    matrix = case_files_in(tmp_path_factory.mktemp("values"))
-    for files in (files for kind in matrix.values() for files in kind.values()):
-        cases.append((WORKLOAD_CHART, tuple(arg for f in files for arg in ("-f", str(f)))))
-    return cases
+    return notes_cases(tmp_path_factory.mktemp("values"))
 
 
+@pytest.mark.both_helm_majors
 def test_the_packaged_notes_name_no_path_of_the_checkout(helm, install_notes, tmp_path):
     """Charts, commands and files as a chart repository's user has them: oci:// references where the
     release publishes the charts, the repository by its URL; `make` only in a clone, said so."""

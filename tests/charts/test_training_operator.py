@@ -96,6 +96,7 @@ def init_container_template(docs: list[dict], values: dict[str, str] | None = No
 # --- lint and render: defaults and every ci/*-values.yaml -------------------------------------
 
 
+@pytest.mark.both_helm_majors
 @pytest.mark.parametrize("values_file", VARIANTS, ids=VARIANT_IDS)
 def test_helm_lint_strict(helm, values_file):
     args = ["lint", "--strict", str(OPERATOR_CHART), "--namespace", NAMESPACE] + (
@@ -336,7 +337,6 @@ def test_leader_election_adds_flag_and_leases_rule(helm):
     }
 
 
-@pytest.mark.one_helm_major
 def test_several_replicas_need_leader_election(helm):
     error = template_error(helm, replicaCount=2)
     assert "leaderElection.enabled" in error
@@ -369,7 +369,6 @@ def test_high_availability_survives_a_node_drain(helm, tmp_path):
     assert kept["spec"]["template"]["spec"]["topologySpreadConstraints"] == [constraint], "a given selector is kept"
 
 
-@pytest.mark.one_helm_major
 @pytest.mark.parametrize("replicas", [1, 2])
 def test_a_budget_that_blocks_every_drain_is_refused(helm, replicas):
     error = template_error(
@@ -410,7 +409,6 @@ def test_network_policy_opens_the_webhook_to_all_and_metrics_to_the_given_peers(
     assert not by_kind(render(helm, **{"networkPolicy.enabled": False}), "NetworkPolicy")
 
 
-@pytest.mark.one_helm_major
 def test_a_service_monitor_that_the_network_policy_would_block_is_refused(helm, tmp_path):
     unscraped_values = tmp_path / "unscraped.yaml"
     unscraped_values.write_text("networkPolicy: {metricsFrom: []}\n")
@@ -438,7 +436,6 @@ def test_namespace_scoped_mode(helm):
     assert webhook["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "ml"}}
 
 
-@pytest.mark.one_helm_major
 def test_the_release_namespace_cannot_be_the_watched_one(helm):
     """Job creators there could run pods as the operator's ServiceAccount and mount its webhook CA key."""
     error = template_error(helm, watchNamespace=NAMESPACE)
@@ -492,7 +489,6 @@ def test_cluster_mode_rules_cover_only_pytorchjobs(helm):
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
 
 
-@pytest.mark.one_helm_major
 def test_existing_service_account_needs_a_name(helm):
     """Without create or a name the operator would run as the namespace's `default` account, unbound."""
     error = template_error(helm, **{"serviceAccount.create": False})
@@ -545,6 +541,7 @@ def test_log_level_takes_a_debug_verbosity(helm):
     assert flags(render(helm, logLevel=5))["--zap-log-level"] == "5"  # 0 is refused: REFUSED_VALUES
 
 
+@pytest.mark.both_helm_majors
 def test_fractional_qps_from_a_values_file_is_refused(helm, tmp_path):
     # The operator's --kube-api-qps is an int flag: 2.5 would crash-loop it (--set would pass a string).
     values = tmp_path / "values.yaml"
@@ -694,6 +691,7 @@ def test_values_schema_closes_every_object():
     assert open_objects(schema) == [], "objects that would accept misspelled keys"
 
 
+@pytest.mark.both_helm_majors
 @pytest.mark.parametrize(("set_values", "key"), REFUSED_VALUES, ids=[k for _, k in REFUSED_VALUES])
 def test_schema_refuses_bad_values_naming_the_key(helm, set_values, key):
     """The schema, not a template `fail` that happens to mention the key, refuses each value."""
@@ -711,11 +709,13 @@ def test_security_contexts_accept_kubernetes_fields(helm):
     assert pod["containers"][0]["securityContext"]["privileged"] is False
 
 
+@pytest.mark.both_helm_majors
 def test_renders_with_helm_global_values(helm):
     # Helm hands every subchart a `global` map; a closed root schema without it breaks umbrella charts.
     assert one(render(helm, **{"global.foo": "bar"}), "Deployment")
 
 
+@pytest.mark.both_helm_majors
 def test_renders_as_a_subchart(helm, tmp_path):
     # The usual optional dependency: its condition key reaches the subchart's closed schema.
     parent = umbrella_chart(OPERATOR_CHART, tmp_path)
@@ -731,7 +731,6 @@ def test_renders_as_a_subchart(helm, tmp_path):
     )
 
 
-@pytest.mark.one_helm_major
 @pytest.mark.parametrize(
     ("set_values", "expected"),
     [
@@ -776,7 +775,6 @@ def test_a_registry_host_in_the_repository_is_not_prefixed_again(helm, image):
     )
 
 
-@pytest.mark.one_helm_major
 @pytest.mark.parametrize("value", ["podLabels", "metrics.serviceMonitor.labels"])
 def test_labels_cannot_repeat_the_charts_own(helm, value):
     """A repeated key renders twice: Helm keeps the last, kustomize, Flux and post-renderers refuse the YAML."""
@@ -796,7 +794,6 @@ def test_extra_args_cannot_override_the_charts_flags(helm, flag):
     assert flags(render(helm, extraArgs=["--zap-encoder=json"]))["--zap-encoder"] == "json"
 
 
-@pytest.mark.one_helm_major
 def test_extra_args_cannot_enable_job_kinds_the_chart_does_not_install(helm):
     error = template_error(helm, extraArgs=["--enable-scheme=tfjob"])
     assert (

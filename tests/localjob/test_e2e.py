@@ -1,6 +1,6 @@
 """`python -m ci.localjob` end to end on the chart's default values (1 Master + 1 Worker, gloo),
-with the real trainer on the small bundled digits dataset: once undisturbed, once with the
-Master SIGKILLed mid-training after its first checkpoint."""
+with the real trainer on the small bundled digits dataset: undisturbed, elastic with a trainer and a pod
+SIGKILLed, and the other job kinds. (tests/localjob/test_chaos.py kills and resumes the default job.)"""
 
 from __future__ import annotations
 
@@ -121,62 +121,44 @@ def test_the_helm_test_check_passes_on_the_result(undisturbed_run, helm):
     assert_helm_test_passes(helm, UNDISTURBED, run_dir / RUN_SUBDIR / "model")
 
 
-@pytest.mark.parametrize("policy", ["OnFailure", "ExitCode"])
-def test_master_killed_once_is_restarted_and_resumes(tmp_path, policy):
-    """Under ExitCode too: the Worker's lost-peer error exits with the trainer's retryable code."""
-    runner = start_runner(tmp_path, "--set", "training.epochs=4", "--set", f"restartPolicy={policy}")
-    checkpoints = tmp_path / "mnist" / RUN_SUBDIR / "checkpoints"
-    pid_file = tmp_path / "mnist/pods/mnist-master-0/pid"
-    while not list(checkpoints.glob("*/checkpoint-*.pt")):
-        assert runner.poll() is None, f"the job ended before its first checkpoint:\n{finish(runner)}"
+def wait_for_a_checkpoint(runner: subprocess.Popen, run_dir: Path, seen: set[Path]) -> set[Path]:
+    """Wait until the job writes a checkpoint not in `seen`; every checkpoint there then."""
+    checkpoints = run_dir / "mnist" / RUN_SUBDIR / "checkpoints"
+    while not (found := set(checkpoints.glob("*/checkpoint-*.pt"))) - seen:
+        assert runner.poll() is None, f"the job ended before its next checkpoint:\n{finish(runner)}"
         time.sleep(0.05)
-    os.kill(int(pid_file.read_text()), signal.SIGKILL)
-    output = finish(runner)
-    assert runner.returncode == 0, output
-    restart = "recreating the pod" if policy == "ExitCode" else "restarting it"
-    assert f"mnist-master-0 exited with code 137 (SIGKILL); {restart}" in output
-    assert re.search(r"\[mnist-master-0\] Resumed from .*checkpoint-\d+\.pt", output), output
-    assert re.search(r"PyTorchJob mnist Succeeded: the Master succeeded \(restarts: [12],", output), output
-    metrics = json.loads((tmp_path / "mnist" / RUN_SUBDIR / "model/metrics.json").read_text())
-    assert metrics["epochs"] == 4
+    return found
 
 
-def test_elastic_worker_group_restarted_by_torchrun_resumes(tmp_path):
-    """A trainer process SIGKILLed under elastic torchrun: its agent restarts the worker group in
-    the same pods (no pod restart), which joins a new rendezvous round and resumes."""
+def test_elastic_job_restarts_a_worker_group_in_its_pod_and_survives_losing_a_pod(tmp_path):
+    """ci/elastic-cpu-values.yaml: torchrun in all three pods, c10d rendezvous on worker-0 (→ 127.0.0.1).
+    A trainer process SIGKILLed under elastic torchrun: its agent restarts the worker group in the same
+    pods (no pod restart), which joins a new rendezvous round and resumes. Then worker-1's pod is
+    SIGKILLed: on a cluster only worker-0, which the rendezvous endpoint names, serves torchrun's c10d
+    store; here every pod is 127.0.0.1, and a store that landed in worker-1 went down with it for every pod."""
     runner = start_runner(
-        tmp_path, "--set", "training.epochs=4", "--set", "torchrun.enabled=true", "--set", "elasticPolicy.enabled=true"
+        tmp_path, "-f", str(WORKLOAD_CHART / "ci/elastic-cpu-values.yaml"), "--set", "training.epochs=6"
     )
-    checkpoints = tmp_path / "mnist" / RUN_SUBDIR / "checkpoints"
-    while not list(checkpoints.glob("*/checkpoint-*.pt")):
-        assert runner.poll() is None, f"the job ended before its first checkpoint:\n{finish(runner)}"
-        time.sleep(0.05)
-    torchrun = int((tmp_path / "mnist/pods/mnist-worker-0/pid").read_text())
-    (trainer,) = torchrun_workers(torchrun)
+    seen = wait_for_a_checkpoint(runner, tmp_path, set())
+    (trainer,) = torchrun_workers(int((tmp_path / "mnist/pods/mnist-worker-0/pid").read_text()))
     os.kill(trainer, signal.SIGKILL)
-    output = finish(runner)
-    assert runner.returncode == 0, output
-    assert "Gloo connectFullMesh failed" not in output
-    assert re.search(r"\[mnist-(master|worker)-0\] Resumed from .*checkpoint-\d+\.pt", output), output
-    assert "PyTorchJob mnist Succeeded: the Master succeeded (restarts: 0," in output
-    assert json.loads((tmp_path / "mnist" / RUN_SUBDIR / "model/metrics.json").read_text())["epochs"] == 4
-
-
-def test_elastic_job_survives_losing_a_pod_that_does_not_host_the_rendezvous(tmp_path):
-    """On a cluster only worker-0, which the rendezvous endpoint names, serves torchrun's c10d store;
-    here every pod is 127.0.0.1, and a store that landed in worker-1 went down with it for every pod."""
-    runner = start_runner(
-        tmp_path, "-f", str(WORKLOAD_CHART / "ci/elastic-cpu-values.yaml"), "--set", "training.epochs=4"
-    )
-    checkpoints = tmp_path / "mnist" / RUN_SUBDIR / "checkpoints"
-    while not list(checkpoints.glob("*/checkpoint-*.pt")):
-        assert runner.poll() is None, f"the job ended before its first checkpoint:\n{finish(runner)}"
-        time.sleep(0.05)
+    wait_for_a_checkpoint(runner, tmp_path, seen)
     os.kill(int((tmp_path / "mnist/pods/mnist-worker-1/pid").read_text()), signal.SIGKILL)
     output = finish(runner)
     assert runner.returncode == 0, output
+    assert re.search(
+        r"mnist-worker-1: .*PET_RDZV_ENDPOINT=127\.0\.0\.1:\d+ PET_RDZV_BACKEND=c10d PET_NNODES=3:3 "
+        r"PET_MAX_RESTARTS=3",
+        output,
+    ), output
+    # The rendezvous, not the pod, decides which process is global rank 0.
+    assert re.search(r"^\[mnist-(master|worker)-\d\] World Size: 3\. Rank: 0\.", output, re.MULTILINE), output
+    assert "Gloo connectFullMesh failed" not in output
+    assert re.search(r"\[mnist-(master|worker)-\d\] Resumed from .*checkpoint-\d+\.pt", output), output
     assert "mnist-worker-1 exited with code 137 (SIGKILL); restarting it" in output
-    assert "PyTorchJob mnist Succeeded" in output
+    # One pod restart, worker-1's: worker-0's agent restarted its trainer in the pod.
+    assert "PyTorchJob mnist Succeeded: the Master succeeded (restarts: 1," in output
+    assert json.loads((tmp_path / "mnist" / RUN_SUBDIR / "model/metrics.json").read_text())["epochs"] == 6
 
 
 def test_divergence_fails_at_once_under_restart_policy_exit_code(tmp_path):
@@ -198,21 +180,6 @@ def test_divergence_fails_at_once_under_restart_policy_exit_code(tmp_path):
         r"ExitCode does not restart it",
         output,
     ), output
-
-
-def test_elastic_torchrun_setup_succeeds(tmp_path):
-    """ci/elastic-cpu-values.yaml: torchrun in all three pods, c10d rendezvous on worker-0 (→ 127.0.0.1)."""
-    runner = start_runner(tmp_path, "-f", str(WORKLOAD_CHART / "ci/elastic-cpu-values.yaml"))
-    output = finish(runner)
-    assert runner.returncode == 0, output
-    assert re.search(
-        r"mnist-worker-1: .*PET_RDZV_ENDPOINT=127\.0\.0\.1:\d+ PET_RDZV_BACKEND=c10d PET_NNODES=3:3 "
-        r"PET_MAX_RESTARTS=3",
-        output,
-    ), output
-    # The rendezvous, not the pod, decides which process is global rank 0.
-    assert re.search(r"^\[mnist-(master|worker)-\d\] World Size: 3\. Rank: 0\.", output, re.MULTILINE), output
-    assert "PyTorchJob mnist Succeeded" in output
 
 
 def test_other_values_train_a_run_of_their_own_and_the_same_values_resume_theirs(tmp_path):
@@ -258,7 +225,6 @@ def test_trainjob_one_plus_one_completes_with_the_torch_plugins_env(tmp_path):
     assert f"epoch=2 accuracy={metrics['accuracy']:.4f}" in (run_dir / "logs/mnist-node-0-0.log").read_text()
 
 
-@pytest.mark.one_helm_major  # the job runs once; either Helm renders the check
 def test_pytorchtrainingjob_of_three_pods_succeeds_through_t9ks_torchrun(tmp_path, helm):
     """`make run RUN_FLAGS="--set jobKind=PyTorchTrainingJob --set workers=2"`: T9k's torchrun mode, in which
     three pods' torchruns meet at the runner's rendezvous on the first pod, and the first pod's success is

@@ -414,6 +414,17 @@ PYTORCHTRAININGJOB = Kind(
     args_prefix=("-m", "trainer"),
 )
 KINDS = (PYTORCHJOB, TRAINJOB, PYTORCHTRAININGJOB)
+# What the chart's own TrainingRuntime (trainingRuntime.create) carries for a TrainJob, which a runtime patch
+# cannot: values TRAINJOB refuses without it, by path.
+TRAINJOB_RUNTIME_VALUES = [
+    ("restartPolicy", "ExitCode"),
+    ("restartPolicy", "Never"),
+    ("runPolicy.backoffLimit", 10),
+    ("runPolicy.backoffLimit", None),
+    ("schedulerName", "volcano"),
+    ("priorityClassName", "high"),
+    ("workingDir", "/workspace"),
+]
 
 
 def kinds_taking(*paths: str) -> list:

@@ -88,14 +88,13 @@ def test_the_startup_line_and_metrics_say_which_recipe_and_settings_ran(tmp_path
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("world_size", [1, 2])
-def test_the_fast_recipe_reaches_99_percent_on_mnist_in_one_epoch(tmp_path, mnist_data_dir, world_size):
-    """In one process, and as the chart's default job runs it: a Master and one Worker, whose global
-    batch is the same 128 (per process, 2 processes reached 0.986)."""
+def test_the_fast_recipe_reaches_99_percent_on_mnist_in_one_epoch(tmp_path, mnist_data_dir):
+    """As the chart's default job runs it: a Master and one Worker, whose global batch is the same 128 as one
+    process's (per process, 2 processes reached 0.986). The benchmark's test trains it in 1, 2 and 4 processes."""
     args = ["--dataset", "mnist", "--data-dir", str(mnist_data_dir), "--recipe", "fast", "--epochs", "1"]
     args += ["--seed", "1", "--dir", "", "--output-dir", "out", "--threads", "1"]
-    codes = wait_all(start_pods(args, tmp_path, world_size, free_port()), timeout=600)
-    assert codes == [0] * world_size, (tmp_path / "rank0.log").read_text()[-3000:]
+    codes = wait_all(start_pods(args, tmp_path, 2, free_port()), timeout=600)
+    assert codes == [0, 0], (tmp_path / "rank0.log").read_text()[-3000:]
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
-    assert metrics["world_size"] == world_size and metrics["global_batch_size"] == 128
+    assert metrics["world_size"] == 2 and metrics["global_batch_size"] == 128
     assert metrics["accuracy"] >= 0.99, metrics["history"]

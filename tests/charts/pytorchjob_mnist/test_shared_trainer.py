@@ -144,6 +144,7 @@ def test_large_whole_numbers_from_a_values_file_stay_integers(helm, tmp_path):
     assert (flag(args, "--seed"), flag(args, "--checkpoint-every")) == ("20240101", "1000000")
 
 
+@pytest.mark.both_helm_majors
 def test_numbers_and_booleans_in_extra_args_and_args_become_strings(helm, tmp_path, kind):
     """`--set training.extraArgs={--limit-train,3000}` hands the chart the number 3000, and a values file
     `true` a boolean; container args are strings. The run id does not depend on how they were written."""
@@ -163,6 +164,7 @@ def test_numbers_and_booleans_in_extra_args_and_args_become_strings(helm, tmp_pa
     assert trainer_container(helm.render(WORKLOAD_CHART, set_values=set_args))["args"] == [*prefix, "--epochs", "2"]
 
 
+@pytest.mark.both_helm_majors
 def test_decimals_from_set_are_accepted(helm):
     """`--set` hands decimals to the chart as strings; they must still become trainer flags."""
     docs = helm.render(

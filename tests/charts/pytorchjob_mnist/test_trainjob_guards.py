@@ -1,4 +1,5 @@
-"""What a Kubeflow Trainer v2 TrainJob cannot do is refused by name, with the reason and the fix;
+"""What a Kubeflow Trainer v2 TrainJob's guards let through (test_shared_guards.py's table holds their
+messages): the chart's TrainingRuntime lifts the refusals of what it carries, the name limit is JobSet's;
 the schema refuses a runtime reference it does not know."""
 
 from __future__ import annotations
@@ -6,8 +7,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from tests.support.chart_values import nested
 from tests.support.helm import SCHEMA_REFUSAL
 from tests.support.paths import WORKLOAD_CHART
+from tests.support.pytorchjob_mnist import TRAINJOB_RUNTIME_VALUES
 
 
 def refusal(helm, tmp_path, **values) -> str:
@@ -18,92 +21,12 @@ def refusal(helm, tmp_path, **values) -> str:
     return result.stderr
 
 
-def test_elastic_is_refused_as_removed_in_v2(helm, tmp_path):
-    error = refusal(helm, tmp_path, elasticPolicy={"enabled": True})
-    assert "elasticPolicy.enabled with jobKind TrainJob: Trainer v2 removed elastic training" in error
-    assert "set elasticPolicy.enabled=false, or jobKind: PyTorchJob" in error
-
-
-@pytest.mark.parametrize("nproc", ["auto", "cpu", "gpu"])
-def test_torchruns_named_counts_are_refused_as_numproc_is_an_integer(helm, tmp_path, nproc):
-    error = refusal(helm, tmp_path, nprocPerNode=nproc, gpu=1)
-    assert (
-        f"nprocPerNode: {nproc} with jobKind TrainJob: trainer.numProcPerNode is an integer since Trainer v2.2" in error
-    )
-
-
-# Trainer v2.2.0-v2.3.0's webhook refuses these five in trainer.env (TorchRunReservedEnvNames), which
-# its torch plugin sets; the chart refuses every other PET_* too, as torchrun reads them as its flags.
-TRAINER_RESERVED = ["PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"]
-
-
-@pytest.mark.parametrize("name", [*TRAINER_RESERVED, "PET_RDZV_ENDPOINT"])
-def test_pet_variables_are_refused_as_the_runtime_or_torchrun_reads_them(helm, tmp_path, name):
-    error = refusal(helm, tmp_path, env=[{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": name, "value": "x"}])
-    assert f"env: {name} with jobKind TrainJob: " in error and f"remove {name} from env" in error
-    assert "Trainer v2 refuses " + ", ".join(TRAINER_RESERVED) + ", which its torch runtime sets" in error
-    assert "the chart refuses every other PET_* variable too: torchrun reads them as its flags" in error
-
-
-@pytest.mark.parametrize(
-    "values, path, why",
-    [
-        ({"restartPolicy": "ExitCode"}, "restartPolicy", "the runtime's Job template sets the pods' restartPolicy"),
-        ({"runPolicy": {"backoffLimit": 10}}, "runPolicy.backoffLimit", "the runtime's Job template sets backoffLimit"),
-        (
-            {"runPolicy": {"cleanPodPolicy": "All"}},
-            "runPolicy.cleanPodPolicy",
-            "JobSet keeps a Complete job's pods, and deletes the Jobs still running when it fails",
-        ),
-        ({"runPolicy": {"ttlSecondsAfterFinished": 60}}, "runPolicy.ttlSecondsAfterFinished", "a TrainJob has no TTL"),
-        (
-            {"runPolicy": {"schedulingPolicy": {"minAvailable": 2}}},
-            "runPolicy.schedulingPolicy.minAvailable",
-            "gang scheduling is the runtime's podGroupPolicy",
-        ),
-        (
-            {"runPolicy": {"schedulingPolicy": {"queue": "research"}}},
-            "runPolicy.schedulingPolicy.queue",
-            "gang scheduling is the runtime's podGroupPolicy",
-        ),
-        ({"schedulerName": "volcano"}, "schedulerName", "runtimePatches cannot set a pod's schedulerName"),
-        ({"priorityClassName": "high"}, "priorityClassName", "runtimePatches cannot set a pod's priorityClassName"),
-        (
-            {"workingDir": "/workspace"},
-            "workingDir",
-            "neither a TrainJob's trainer nor its runtime patch has a workingDir",
-        ),
-    ],
-)
-def test_v1_only_values_off_their_defaults_are_refused(helm, tmp_path, values, path, why):
-    error = refusal(helm, tmp_path, **values)
-    assert f"{path}: " in error and "with jobKind TrainJob has no TrainJob counterpart: " + why in error
-    assert f"leave {path} at its default" in error and "or use jobKind: PyTorchJob" in error
-
-
-# The values the chart's own TrainingRuntime (trainingRuntime.create) carries, which a runtime patch cannot.
-LIFTED_BY_THE_CHARTS_RUNTIME = [
-    {"restartPolicy": "ExitCode"},
-    {"restartPolicy": "Never"},
-    {"runPolicy": {"backoffLimit": 10}},
-    {"runPolicy": {"backoffLimit": None}},
-    {"schedulerName": "volcano"},
-    {"priorityClassName": "high"},
-    {"workingDir": "/workspace"},
-]
-
-
-@pytest.mark.parametrize("values", LIFTED_BY_THE_CHARTS_RUNTIME, ids=lambda v: yaml.safe_dump(v).strip())
-def test_the_refusal_of_what_the_charts_runtime_carries_names_it(helm, tmp_path, values):
-    error = refusal(helm, tmp_path, **values)
-    assert ", set trainingRuntime.create=true, or use jobKind: PyTorchJob" in error
-
-
-@pytest.mark.parametrize("values", LIFTED_BY_THE_CHARTS_RUNTIME, ids=lambda v: yaml.safe_dump(v).strip())
-def test_the_charts_runtime_lifts_the_refusal_of_what_it_carries(helm, tmp_path, values):
-    path = tmp_path / "values.yaml"
-    path.write_text(yaml.safe_dump({"jobKind": "TrainJob", "trainingRuntime": {"create": True}, **values}))
-    result = helm.template(WORKLOAD_CHART, values_files=(path,))
+@pytest.mark.parametrize("path, value", TRAINJOB_RUNTIME_VALUES)
+def test_the_charts_runtime_lifts_the_refusal_of_what_it_carries(helm, tmp_path, path, value):
+    values = {"jobKind": "TrainJob", "trainingRuntime": {"create": True}, **nested(tuple(path.split(".")), value)}
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    result = helm.template(WORKLOAD_CHART, values_files=(values_file,))
     assert result.returncode == 0, result.stderr
 
 
@@ -112,6 +35,7 @@ def test_the_charts_runtime_lifts_nothing_it_does_not_carry(helm, tmp_path):
     assert "runPolicy.cleanPodPolicy: " in error and "trainingRuntime.create" not in error
 
 
+@pytest.mark.both_helm_majors
 def test_v1_only_values_at_their_defaults_render(helm):
     """A parent chart or --set that repeats a default (as an integer, not the file's float) still renders."""
     result = helm.template(
@@ -119,14 +43,6 @@ def test_v1_only_values_at_their_defaults_render(helm):
         set_values={"jobKind": "TrainJob", "runPolicy.backoffLimit": 3, "restartPolicy": "OnFailure"},
     )
     assert result.returncode == 0, result.stderr
-
-
-def test_a_name_over_48_characters_is_refused_for_jobsets_pod_names(helm, tmp_path):
-    error = refusal(helm, tmp_path, fullnameOverride="a" * 49)
-    assert "TrainJob name" in error and "has 49 characters, the limit is 48" in error
-    assert "JobSet names its pods <name>-node-0-<index>-<5 characters> within 63" in error
-    assert "the last node index, 1, has 1 digit;" in error
-    assert "set fullnameOverride to a name of at most 48 characters" in error
 
 
 @pytest.mark.parametrize(
@@ -156,6 +72,7 @@ def test_the_pytorchjob_name_limit_stays_63_for_its_pods(helm):
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.both_helm_majors
 @pytest.mark.parametrize(
     "values, key",
     [
