@@ -166,6 +166,15 @@ e2e: ## End-to-end test on a kind cluster (needs Docker and kind)
 	REQUIRE_HELM=1 bash ci/install-tools.sh
 	bash ci/e2e-kind.sh
 
+.PHONY: cluster-up
+cluster-up: ## Start a single-node Kubernetes 1.35 cluster here, built from Go modules (root; hack/cluster/README.md)
+	REQUIRE_HELM=1 bash ci/install-tools.sh
+	bash hack/cluster/cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop that cluster: its processes, pods, mounts, interfaces and iptables rules
+	bash hack/cluster/cluster.sh down
+
 .PHONY: clean
 clean: ## Remove local run state, caches and build outputs (keeps the venv and tools)
 	rm -rf .run .pytest_cache .mypy_cache build *.egg-info logs

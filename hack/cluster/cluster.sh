@@ -303,10 +303,15 @@ render_manifest() {
 # project's own `make image-offline` and `make push`, so the kubelet pulls it as a user's cluster would.
 trainer_image() {
   if [[ -n "${TRAINER_IMAGE:-}" ]]; then echo "$TRAINER_IMAGE"; return; fi
-  local ref
-  ref="$registry/pytorchjob-mnist/trainer:$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/pyproject.toml")-cpu"
+  local ref variant=cpu
+  # The offline CPU build needs a CPU torch wheel on disk; without one, the CUDA image, which runs on CPU too.
+  if [[ -z "${TORCH_WHEEL:-}" ]] && ! compgen -G '/opt/wheels/torch-*+cpu-*.whl' >/dev/null; then
+    log "no CPU torch wheel in /opt/wheels (or TORCH_WHEEL): the cluster runs the CUDA image on CPU"
+    variant=cuda
+  fi
+  ref="$registry/pytorchjob-mnist/trainer:$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/pyproject.toml")-$variant"
   if ! curl -fsS -o /dev/null "http://$registry/v2/pytorchjob-mnist/trainer/manifests/${ref##*:}"; then
-    podman image exists "$ref" || make -C "$repo" --no-print-directory image-offline VARIANT=cpu IMG="$ref" >&2
+    podman image exists "$ref" || make -C "$repo" --no-print-directory image-offline VARIANT="$variant" IMG="$ref" >&2
     CONTAINERS_REGISTRIES_CONF="$etc/registries.conf" make -C "$repo" --no-print-directory push \
       IMG="$ref" CONTAINER_TOOL=podman ALLOW_UNCOMMITTED=1 >&2
   fi
