@@ -37,10 +37,10 @@ helm() { "$HELM" --kubeconfig "$kubeconfig" "$@"; }
 # ---------------------------------------------------------------------------------------------------
 # Build
 
-# go_build MODULE OUT PACKAGE [NAME]: build PACKAGE of hack/cluster/modules/MODULE into the cache, keyed
-# by the module's go.mod, go.sum and the build flags, unless that build is there; prints its path.
+# go_build MODULE PACKAGE [NAME]: build PACKAGE of hack/cluster/modules/MODULE into the cache, keyed by
+# the module's go.mod, go.sum and the build flags, unless that build is there, and link it into $bin.
 go_build() {
-  local module=$here/modules/$1 package=$3 name=${4:-${3##*/}} ldflags=${LDFLAGS:--s -w} key out
+  local module=$here/modules/$1 package=$2 name=${3:-${2##*/}} ldflags=${LDFLAGS:--s -w} key out
   key=$(cat "$module/go.mod" "$module/go.sum" <(echo "$package $ldflags $(go env GOVERSION)") | sha256sum | cut -c1-16)
   out="$cluster_cache/bin/$1-$key"
   if [[ ! -x "$out/$name" ]]; then
@@ -62,13 +62,13 @@ build_binaries() {
     ldflags+=" -X k8s.io/$component.gitMajor=$(cut -d. -f1 <<<"${version#v}") -X k8s.io/$component.gitMinor=$(cut -d. -f2 <<<"$version")"
   done
   for component in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do
-    LDFLAGS=$ldflags go_build kubernetes "$bin" "k8s.io/kubernetes/cmd/$component"
+    LDFLAGS=$ldflags go_build kubernetes "k8s.io/kubernetes/cmd/$component"
   done
-  go_build etcd "$bin" go.etcd.io/etcd/server/v3 etcd
-  go_build coredns "$bin" github.com/coredns/coredns
-  go_build netpol "$bin" sigs.k8s.io/kube-network-policies/cmd kube-network-policies
+  go_build etcd go.etcd.io/etcd/server/v3 etcd
+  go_build coredns github.com/coredns/coredns
+  go_build netpol sigs.k8s.io/kube-network-policies/cmd kube-network-policies
   for component in pause provisioner stop-pods; do
-    go_build local "$bin" "./cmd/$component"
+    go_build local "./cmd/$component"
   done
 }
 

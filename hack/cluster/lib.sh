@@ -109,13 +109,13 @@ stop_process() {
 # remove_host_state: what the cluster changed outside its processes: mounts under $cluster_dir, its
 # interfaces, iptables and nftables rules, the pods' cgroups, and the sysctls it set.
 remove_host_state() {
-  local mount table family tool saved
+  local mount link table family tool forward bridge_calls
   # Deepest first; a busy one is detached (-l) rather than left.
   while read -r mount; do
     umount "$mount" 2>/dev/null || umount -l "$mount" || true
   done < <(awk -v dir="$cluster_dir/" 'index($5, dir) == 1 {print $5}' /proc/self/mountinfo | sort -r)
-  for table in pjm-cni0 pjm0; do
-    ! ip link show "$table" >/dev/null 2>&1 || ip link delete "$table"
+  for link in pjm-cni0 pjm0; do
+    ! ip link show "$link" >/dev/null 2>&1 || ip link delete "$link"
   done
   # kube-proxy --cleanup (in down) removes its own chains; the kubelet's canaries and anything left go here.
   for tool in iptables ip6tables; do
@@ -132,8 +132,8 @@ remove_host_state() {
     [[ -d "$table" ]] && find "$table" -depth -type d -exec rmdir {} + 2>/dev/null || true
   done
   if [[ -f "$run/sysctls" ]]; then
-    read -r saved table <"$run/sysctls"
-    sysctl -qw "net.ipv4.ip_forward=$saved" "net.bridge.bridge-nf-call-iptables=$table"
+    read -r forward bridge_calls <"$run/sysctls"
+    sysctl -qw "net.ipv4.ip_forward=$forward" "net.bridge.bridge-nf-call-iptables=$bridge_calls"
     rm -f "$run/sysctls"
   fi
 }
